@@ -1,0 +1,253 @@
+"""`NumberAdapterConfig`: every number setting of numadapter, on top of `peft.LoraConfig`.
+
+The config is a `peft.LoraConfig` subclass, so all LoRA options (``r``, ``lora_alpha``, ``target_modules``,
+``lora_dropout``, ``trainable_token_indices``, ...) work exactly as in PEFT. The number options below are
+validated in `__post_init__`; an invalid value raises a `ValueError` that names the field, the value received
+and what to change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from peft import LoraConfig
+
+ENCODINGS = ("fone", "xval", "digits")
+FONE_PROJECTIONS = ("linear", "pad")
+FONE_HEAD_INPUTS = ("linear", "slice")
+SIGN_POLICIES = ("text", "feature")
+OUT_OF_RANGE_POLICIES = ("text", "error")
+XVAL_FORMS = ("auto", "affine", "multiplicative")
+NTL_KINDS = ("was", "was-cdf", "mse", "mae", "huber", "gce")
+
+# The largest digit range numadapter accepts. FoNE needs 2 features per digit place and the side tensors one
+# int64 per place, so 64 + 64 places are far beyond any model width worry while still catching typos (800).
+MAX_INT_DIGITS = 64
+MAX_FRAC_DIGITS = 64
+
+
+def _choice(name: str, value: object, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"`{name}` must be one of {list(choices)}, got {value!r}.")
+
+
+def _positive(name: str, value: float, *, allow_zero: bool = False) -> None:
+    if value < 0 or (value == 0 and not allow_zero):
+        bound = "non-negative" if allow_zero else "positive"
+        raise ValueError(f"`{name}` must be {bound}, got {value!r}.")
+
+
+@dataclass
+class NumberAdapterConfig(LoraConfig):
+    """LoRA plus number settings for numadapter.
+
+    Encoding:
+        encoding (`str`, defaults to `"fone"`): how numbers reach the model. `"fone"`: one [NUM] token whose
+            embedding carries Fourier features, decoded by a per-digit head (FoNE paper). `"xval"`: one [NUM]
+            token whose embedding carries the (normalised) value, decoded by a regression head (xVal paper).
+            `"digits"`: numbers stay ordinary digit tokens, one token per digit, optionally preceded by an [AGG]
+            token (digit-aggregation paper); trained with the LM head plus NTL / the aggregate loss.
+        int_digits (`int`, defaults to 8): digit places before the decimal point (FoNE's m). Numbers needing
+            more places are out of range (see `out_of_range`).
+        frac_digits (`int`, defaults to 4): digit places after the decimal point (FoNE's n).
+        num_token (`str`, defaults to `"[NUM]"`): the token that stands for one number.
+        agg_token (`str`, defaults to `"[AGG]"`): the aggregate token placed before a digit-tokenised number.
+        aggregate (`bool`, defaults to `False`): with `encoding="digits"`, put an [AGG] token before each number
+            whose embedding is the weighted digit aggregate (digit-aggregation paper, eq. 1).
+        sign_policy (`str`, defaults to `"text"`): `"text"`: a minus sign stays an ordinary text token before
+            [NUM] and [NUM] carries |x| (exact, no extra parameters). `"feature"`: the sign belongs to the number
+            ([NUM] carries x, the features get a sign component and the head predicts the sign).
+        out_of_range (`str`, defaults to `"text"`): what happens to a number that needs more than `int_digits`
+            integer places or more than `frac_digits` fraction places. `"text"`: it stays ordinary text (no [NUM]).
+            `"error"`: encoding raises a `ValueError` naming the number, the limit and the setting to change.
+            Numbers are never wrapped modulo 10^m nor rounded.
+
+    FoNE:
+        fone_bases (`list[int]`, defaults to `[10]`): base periods. For base b the periods are b * 10^(i-1) for
+            i = -frac_digits+1 ... int_digits, so `[10]` is the paper's 10^i; `[2, 5, 10]` is its ablation.
+        fone_projection (`str`, defaults to `"linear"`): `"linear"`: a learned projection from the features to
+            the model width, added to the [NUM] embedding (default for pretrained models). `"pad"`: the features
+            are zero-padded to the model width and added (paper, Algorithm 1).
+        fone_init_scale (`float`, defaults to 1.0): the initial RMS of the projected features relative to the RMS
+            of the [NUM] embedding row. Higher: numbers stand out more at first, larger initial perturbation.
+        fone_head_input (`str`, defaults to `"linear"`): `"linear"`: a learned projection of the hidden state
+            gives one 2-vector per digit. `"slice"`: the first 2 * (int_digits + frac_digits) hidden dims are
+            used directly, as in the paper.
+
+    xVal:
+        xval_form (`str`, defaults to `"auto"`): `"multiplicative"`: e[NUM] * x (paper). `"affine"`:
+            e[NUM] + x * u with a learned direction u, for pre-RMSNorm models without an additive position
+            vector (Llama, T5), where the paper's form is erased by normalisation. `"auto"` picks affine for
+            those and multiplicative otherwise.
+        xval_center (`float`, defaults to 0.0): subtracted from every value before scaling.
+        xval_scale (`float`, defaults to 1.0): values are divided by this after centering; fit both from data with
+            `numadapter.encodings.xval.fit_normalization`.
+        xval_clip (`float`, defaults to 5.0): normalised values are clipped to [-xval_clip, xval_clip] (the paper
+            keeps them in [-5, 5]). Values beyond it follow `out_of_range`.
+        xval_head_hidden (`int | None`, defaults to None): hidden width of the regression MLP (None: model width).
+
+    Losses:
+        number_loss_weight (`float`, defaults to 1.0): weight of the number head loss (FoNE digit CE or xVal MSE)
+            added to the LM cross-entropy.
+        ntl_weight (`float`, defaults to 0.0): weight of the Number Token Loss added to the loss (0 disables).
+        ntl_kind (`str`, defaults to `"was"`): NTL variant: `"was"`, `"was-cdf"`, `"mse"`, `"mae"`, `"huber"`,
+            `"gce"`.
+        aggregate_loss_lambda (`float`, defaults to 1.0): the digit-aggregation paper's lambda (eq. 3):
+            loss = lambda * CE + (1 - lambda) * L_AUX. 1.0 disables the auxiliary loss.
+
+    Model binding (filled by `numadapter.get_peft_model(..., tokenizer=...)`; set them yourself only when calling
+    `peft.get_peft_model` directly; saved with the adapter so loading re-applies the same resize):
+        num_token_id (`int | None`): token id of ``num_token`` (needed with ``encoding="fone"`` / ``"xval"``).
+        agg_token_id (`int | None`): token id of ``agg_token`` (needed with ``encoding="digits"``, ``aggregate=True``).
+        digit_token_ids (`list[int] | None`): ids of the single-character tokens "0" ... "9" (needed for
+            ``aggregate``, ``ntl_weight > 0`` and ``aggregate_loss_lambda < 1``; otherwise used to initialise the
+            [NUM] row as the mean of the digit embeddings).
+        original_vocab_size (`int | None`): embedding rows of the base model before numadapter (set by the tuner).
+        resized_vocab_size (`int | None`): embedding rows after adding the number tokens (``>= original``; the
+            embedding is never shrunk; default: ``max(original, largest number-token id + 1)``).
+        base_hidden_size (`int | None`): embedding width of the base model (set by the tuner; checked on load).
+    """
+
+    # -- encoding ------------------------------------------------------------------------------------------------
+    encoding: Literal["fone", "xval", "digits"] = field(
+        default="fone",
+        metadata={"help": "How numbers reach the model.", "choices": list(ENCODINGS)},
+    )
+    int_digits: int = field(default=8, metadata={"help": "Digit places before the decimal point (FoNE's m)."})
+    frac_digits: int = field(default=4, metadata={"help": "Digit places after the decimal point (FoNE's n)."})
+    num_token: str = field(default="[NUM]", metadata={"help": "The token that stands for one number."})
+    agg_token: str = field(default="[AGG]", metadata={"help": "The aggregate token before a digit-tokenised number."})
+    aggregate: bool = field(
+        default=False, metadata={"help": "With encoding='digits': put an [AGG] token before each number."}
+    )
+    sign_policy: Literal["text", "feature"] = field(
+        default="text",
+        metadata={"help": "'text': '-' stays a text token; 'feature': the sign is part of the number.",
+                  "choices": list(SIGN_POLICIES)},
+    )
+    out_of_range: Literal["text", "error"] = field(
+        default="text",
+        metadata={"help": "Numbers beyond int_digits/frac_digits: keep as text, or raise.",
+                  "choices": list(OUT_OF_RANGE_POLICIES)},
+    )
+    # -- FoNE ----------------------------------------------------------------------------------------------------
+    fone_bases: list[int] = field(
+        default_factory=lambda: [10],
+        metadata={"help": "FoNE base periods; [10] is the paper's 10^i, [2, 5, 10] its ablation."},
+    )
+    fone_projection: Literal["linear", "pad"] = field(
+        default="linear",
+        metadata={"help": "Features to model width: learned projection or zero-padding.",
+                  "choices": list(FONE_PROJECTIONS)},
+    )
+    fone_init_scale: float = field(
+        default=1.0, metadata={"help": "Initial RMS of projected features relative to the [NUM] row."}
+    )
+    fone_head_input: Literal["linear", "slice"] = field(
+        default="linear",
+        metadata={"help": "Digit 2-vectors from a learned projection or the first hidden dims (paper).",
+                  "choices": list(FONE_HEAD_INPUTS)},
+    )
+    # -- xVal ----------------------------------------------------------------------------------------------------
+    xval_form: Literal["auto", "affine", "multiplicative"] = field(
+        default="auto",
+        metadata={"help": "e*x (paper) or e + x*u (RMSNorm models); auto picks by architecture.",
+                  "choices": list(XVAL_FORMS)},
+    )
+    xval_center: float = field(default=0.0, metadata={"help": "Subtracted from values before scaling."})
+    xval_scale: float = field(default=1.0, metadata={"help": "Values are divided by this after centering."})
+    xval_clip: float = field(default=5.0, metadata={"help": "Normalised values must lie in [-clip, clip]."})
+    xval_head_hidden: int | None = field(
+        default=None, metadata={"help": "Hidden width of the regression MLP (None: model width)."}
+    )
+    # -- losses --------------------------------------------------------------------------------------------------
+    number_loss_weight: float = field(default=1.0, metadata={"help": "Weight of the number head loss."})
+    ntl_weight: float = field(default=0.0, metadata={"help": "Weight of the Number Token Loss (0 disables)."})
+    ntl_kind: str = field(default="was", metadata={"help": "NTL variant.", "choices": list(NTL_KINDS)})
+    aggregate_loss_lambda: float = field(
+        default=1.0, metadata={"help": "lambda of eq. 3: lambda*CE + (1-lambda)*L_AUX; 1.0 disables L_AUX."}
+    )
+    # -- model binding (filled by numadapter.get_peft_model / the tuner; saved with the adapter) -----------------
+    num_token_id: int | None = field(default=None, metadata={"help": "Token id of num_token (fone/xval)."})
+    agg_token_id: int | None = field(default=None, metadata={"help": "Token id of agg_token (digits+aggregate)."})
+    digit_token_ids: list[int] | None = field(default=None, metadata={"help": "Token ids of '0' ... '9'."})
+    original_vocab_size: int | None = field(default=None, metadata={"help": "Base embedding rows (set by tuner)."})
+    resized_vocab_size: int | None = field(default=None, metadata={"help": "Embedding rows after adding tokens."})
+    base_hidden_size: int | None = field(default=None, metadata={"help": "Base embedding width (set by tuner)."})
+
+    def validate_model_binding(self) -> None:
+        """Checks the token ids and sizes; raises `ValueError` naming the field, the value and the fix."""
+        for name in ("num_token_id", "agg_token_id", "original_vocab_size", "resized_vocab_size", "base_hidden_size"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+                raise ValueError(f"`{name}` must be a non-negative integer or None, got {value!r}.")
+        ids = self.digit_token_ids
+        if ids is not None and (
+            len(ids) != 10 or len(set(ids)) != 10 or any(not isinstance(i, int) or i < 0 for i in ids)
+        ):
+            raise ValueError(f"`digit_token_ids` must be 10 distinct token ids (for '0' ... '9'), got {ids!r}.")
+        if None not in (self.original_vocab_size, self.resized_vocab_size) and (
+            self.resized_vocab_size < self.original_vocab_size
+        ):
+            raise ValueError(
+                f"`resized_vocab_size` ({self.resized_vocab_size}) must be >= `original_vocab_size` "
+                f"({self.original_vocab_size}): numadapter never shrinks an embedding."
+            )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        from numadapter.tuner.registration import peft_type_for_config  # lazy: the tuner imports this module
+
+        self.peft_type = peft_type_for_config()
+        self.validate_number_settings()
+        self.validate_model_binding()
+
+    def validate_number_settings(self) -> None:
+        """Checks every number field; raises `ValueError` naming the field, the value and the fix."""
+        _choice("encoding", self.encoding, ENCODINGS)
+        _choice("sign_policy", self.sign_policy, SIGN_POLICIES)
+        _choice("out_of_range", self.out_of_range, OUT_OF_RANGE_POLICIES)
+        _choice("fone_projection", self.fone_projection, FONE_PROJECTIONS)
+        _choice("fone_head_input", self.fone_head_input, FONE_HEAD_INPUTS)
+        _choice("xval_form", self.xval_form, XVAL_FORMS)
+        _choice("ntl_kind", self.ntl_kind, NTL_KINDS)
+        for name, value, limit in (
+            ("int_digits", self.int_digits, MAX_INT_DIGITS),
+            ("frac_digits", self.frac_digits, MAX_FRAC_DIGITS),
+        ):
+            if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= limit:
+                raise ValueError(f"`{name}` must be an integer in [0, {limit}], got {value!r}.")
+        if self.int_digits + self.frac_digits == 0:
+            raise ValueError("`int_digits` + `frac_digits` must be at least 1, got 0 + 0: set `int_digits`.")
+        if not self.fone_bases or any(not isinstance(b, int) or b < 2 for b in self.fone_bases):
+            raise ValueError(f"`fone_bases` must be a non-empty list of integers >= 2, got {self.fone_bases!r}.")
+        if self.num_token == self.agg_token:
+            raise ValueError(f"`num_token` and `agg_token` must differ, both are {self.num_token!r}.")
+        _positive("fone_init_scale", self.fone_init_scale)
+        _positive("xval_scale", self.xval_scale)
+        _positive("xval_clip", self.xval_clip)
+        _positive("number_loss_weight", self.number_loss_weight, allow_zero=True)
+        _positive("ntl_weight", self.ntl_weight, allow_zero=True)
+        if self.xval_head_hidden is not None:
+            _positive("xval_head_hidden", self.xval_head_hidden)
+        if not 0.0 <= self.aggregate_loss_lambda <= 1.0:
+            raise ValueError(
+                f"`aggregate_loss_lambda` must be in [0, 1] (1.0 disables the aggregate loss), "
+                f"got {self.aggregate_loss_lambda!r}."
+            )
+        if self.aggregate and self.encoding != "digits":
+            raise ValueError(
+                f"`aggregate=True` needs `encoding='digits'` (the [AGG] token precedes digit tokens), "
+                f"got encoding={self.encoding!r}: set encoding='digits' or aggregate=False."
+            )
+        if self.aggregate_loss_lambda < 1.0 and self.encoding != "digits":
+            raise ValueError(
+                f"`aggregate_loss_lambda` < 1 enables the digit-aggregation loss, which needs `encoding='digits'`, "
+                f"got encoding={self.encoding!r}: set aggregate_loss_lambda=1.0 or encoding='digits'."
+            )
+
+    @property
+    def num_places(self) -> int:
+        """Digit places per number: int_digits + frac_digits (the width of the `num_digits` side tensor)."""
+        return self.int_digits + self.frac_digits

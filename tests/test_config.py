@@ -1,0 +1,82 @@
+"""NumberAdapterConfig: LoRA options pass through, number options validate and round-trip through JSON."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+
+import pytest
+from peft import LoraConfig
+
+from numadapter.config import NumberAdapterConfig
+
+
+def test_is_a_lora_config_with_lora_options_intact():
+    config = NumberAdapterConfig(r=16, lora_alpha=32, target_modules=["q_proj", "v_proj"], lora_dropout=0.1)
+    assert isinstance(config, LoraConfig)
+    assert config.r == 16 and config.lora_alpha == 32 and config.lora_dropout == 0.1
+    assert set(config.target_modules) == {"q_proj", "v_proj"}
+    assert config.encoding == "fone" and config.int_digits == 8 and config.frac_digits == 4
+    assert config.num_places == 12
+
+
+def test_round_trips_through_save_pretrained(tmp_path):
+    config = NumberAdapterConfig(encoding="xval", int_digits=5, frac_digits=2, xval_scale=250.0, r=4)
+    config.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "adapter_config.json").read_text())
+    assert saved["encoding"] == "xval" and saved["int_digits"] == 5 and saved["xval_scale"] == 250.0
+    known = {f.name for f in fields(NumberAdapterConfig) if f.init}
+    loaded = NumberAdapterConfig(**{k: v for k, v in saved.items() if k in known})
+    for f in ("encoding", "int_digits", "frac_digits", "xval_scale", "r"):
+        assert getattr(loaded, f) == getattr(config, f)
+
+
+def test_every_number_field_has_help_and_is_documented():
+    lora_names = {f.name for f in fields(LoraConfig)}
+    doc = NumberAdapterConfig.__doc__
+    for f in fields(NumberAdapterConfig):
+        if f.name in lora_names:
+            continue
+        assert f.metadata.get("help"), f"field {f.name} has no help"
+        assert f"{f.name} (`" in doc, f"field {f.name} is not in the class docstring"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "names"),
+    [
+        ({"encoding": "bytes"}, ["encoding", "bytes", "fone"]),
+        ({"sign_policy": "drop"}, ["sign_policy", "drop"]),
+        ({"out_of_range": "wrap"}, ["out_of_range", "wrap"]),
+        ({"fone_projection": "mlp"}, ["fone_projection", "mlp"]),
+        ({"fone_head_input": "x"}, ["fone_head_input"]),
+        ({"xval_form": "log"}, ["xval_form", "log"]),
+        ({"ntl_kind": "kl"}, ["ntl_kind", "kl"]),
+        ({"int_digits": -1}, ["int_digits", "-1"]),
+        ({"int_digits": 800}, ["int_digits", "800", "64"]),
+        ({"frac_digits": 2.5}, ["frac_digits", "2.5"]),
+        ({"int_digits": 0, "frac_digits": 0}, ["int_digits"]),
+        ({"fone_bases": []}, ["fone_bases"]),
+        ({"fone_bases": [1, 10]}, ["fone_bases", "1"]),
+        ({"num_token": "[X]", "agg_token": "[X]"}, ["num_token", "agg_token"]),
+        ({"fone_init_scale": 0.0}, ["fone_init_scale", "0.0"]),
+        ({"xval_scale": -2.0}, ["xval_scale", "-2.0"]),
+        ({"xval_clip": 0}, ["xval_clip"]),
+        ({"number_loss_weight": -1.0}, ["number_loss_weight"]),
+        ({"ntl_weight": -0.1}, ["ntl_weight"]),
+        ({"xval_head_hidden": 0}, ["xval_head_hidden"]),
+        ({"aggregate_loss_lambda": 1.5}, ["aggregate_loss_lambda", "1.5"]),
+        ({"aggregate": True, "encoding": "fone"}, ["aggregate", "encoding='digits'"]),
+        ({"aggregate_loss_lambda": 0.5, "encoding": "xval"}, ["aggregate_loss_lambda", "xval"]),
+    ],
+)
+def test_invalid_settings_name_field_value_and_fix(kwargs, names):
+    with pytest.raises(ValueError) as err:
+        NumberAdapterConfig(**kwargs)
+    for name in names:
+        assert name in str(err.value), f"{name!r} missing from: {err.value}"
+
+
+def test_valid_combinations_accepted():
+    NumberAdapterConfig(encoding="digits", aggregate=True, aggregate_loss_lambda=0.8)
+    NumberAdapterConfig(encoding="fone", fone_bases=[2, 5, 10], fone_projection="pad", fone_head_input="slice")
+    NumberAdapterConfig(encoding="xval", xval_form="multiplicative", sign_policy="feature", ntl_weight=0.3)
