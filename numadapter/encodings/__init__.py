@@ -1,0 +1,1 @@
+"""Number encodings: features computed from exact numbers and added to the [NUM]/[AGG] token embeddings."""
