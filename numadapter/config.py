@@ -197,9 +197,6 @@ class NumberAdapterConfig(LoraConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        from numadapter.tuner.registration import peft_type_for_config  # lazy: the tuner imports this module
-
-        self.peft_type = peft_type_for_config()
         self.validate_number_settings()
         self.validate_model_binding()
 
