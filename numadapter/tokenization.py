@@ -1,0 +1,643 @@
+"""`NumberTokenizer`: text <-> token ids plus number side tensors, losslessly.
+
+It wraps any Hugging Face fast tokenizer. Numbers are found on the raw text with `find_numbers` (character
+offsets, never on tokens, so a T5 piece "\u25811" or a Llama 3 three-digit group can neither split nor merge two
+numbers), then:
+
+- ``encoding="fone"`` / ``"xval"``: each number that fits the configured range becomes ONE ``[NUM]`` token; its
+  exact place digits, sign and value go into side tensors aligned with ``input_ids`` (FoNE paper, section 3: one
+  token per number; xVal paper, section 2: a single [NUM] token scaled by the value). With
+  ``sign_policy="text"`` a sign character stays ordinary text before ``[NUM]`` and ``[NUM]`` holds ``|x|``; with
+  ``"feature"`` the sign is part of the number (``num_sign = -1``).
+- ``encoding="digits"``: numbers stay ordinary tokens, one token per ASCII digit character (digit tokenisation of
+  the digit-aggregation paper, section 4; separators, point and exponent characters are ordinary tokens). With
+  ``aggregate=True`` an ``[AGG]`` token is put right before each in-range number and carries its side tensors.
+  The paper marks numbers as ``[F] [AGG] d1 ... dn [/F]``; numadapter uses the simpler ``[AGG] d1 ... dn``
+  (the number ends at the first non-number token; no start/end marker tokens are added). Every ASCII digit of
+  the text is split, also inside words (``H2O``). Numbers written in another digit script (Arabic-Indic, ...)
+  keep the base tokenization and get no ``[AGG]``. Without ``aggregate`` nothing depends on the digit range, so
+  ``out_of_range`` has no effect; with it, an out-of-range number gets no ``[AGG]`` (or raises).
+
+How encoding works (speed: one Rust call per batch): each number (or the position before it, for ``[AGG]``) is
+replaced by the marker string in the text, the whole batch is tokenized by the backend in one call (with its own
+truncation and padding), and the side tensors are filled at the positions of the marker ids. The markers are added
+as special tokens that never strip or normalise surrounding whitespace, so the text between numbers is tokenized
+as it was written and decoding is lossless on a lossless (byte-level) base tokenizer.
+
+Internally NumberTokenizer encodes with a private copy of the backend in which (a) a Metaspace pre-tokenizer with
+``prepend_scheme="always"`` uses ``"first"`` (otherwise every text piece after ``[NUM]`` would get a spurious
+"\u2581", so ``5%`` would decode as ``5 %``), and (b) in digits mode the ten ASCII digits are added tokens, so
+every digit is its own token even on a tokenizer that groups digits (Llama 3). Texts without digits encode to
+exactly the base tokenizer's ids. Tokens added to ``ntok.tokenizer`` after construction are not seen by this copy:
+build a new NumberTokenizer then.
+
+Decoding splices the numbers back at the marker positions: their surface forms (``number_texts``) when given, so
+``ntok.decode(ntok(text)) == text`` on byte-level tokenizers; otherwise the canonical text of the number given by
+``num_digits`` / ``num_sign`` (what generation produces). On a tokenizer whose own round trip is lossy (T5's
+Unigram + Metaspace collapses whitespace runs, unknown characters decode to nothing), numbers are still exact and
+the rest equals what the base tokenizer's own round trip gives.
+
+``xval`` range: besides fitting ``int_digits`` / ``frac_digits``, an xVal number must satisfy
+``|(v - xval_center) / xval_scale| <= xval_clip`` (v is the value [NUM] carries: ``|x|`` with
+``sign_policy="text"``); otherwise it follows ``out_of_range`` like any other out-of-range number.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from itertools import repeat
+from typing import Any
+
+import numpy as np
+import torch
+from tokenizers import AddedToken, Tokenizer
+from transformers import AutoTokenizer, BatchEncoding
+
+from numadapter.config import NumberAdapterConfig
+from numadapter.numbers import ExactNumber, NumberOutOfRangeError, NumberSpan, find_numbers
+
+CONFIG_NAME = "number_tokenizer_config.json"
+# Config fields the tokenizer depends on; saved in CONFIG_NAME.
+SAVED_FIELDS = (
+    "encoding",
+    "int_digits",
+    "frac_digits",
+    "num_token",
+    "agg_token",
+    "aggregate",
+    "sign_policy",
+    "out_of_range",
+    "xval_center",
+    "xval_scale",
+    "xval_clip",
+)
+SIDE_KEYS = ("num_mask", "num_digits", "num_sign", "num_values")
+_ASCII_DIGITS = "0123456789"
+_OWN_ATTRIBUTES = frozenset({"tokenizer", "config", "num_token_id", "agg_token_id", "marker_token_id"})
+_CACHE_LIMIT = 200_000
+
+
+def render_number(exact: ExactNumber | str | int | float) -> str:
+    """The canonical text of a number: ``"-12.5"``, ``"0"``, ``"0.001"``, ``"1000"`` (no exponent, no separators)."""
+    return str(ExactNumber.parse(exact))
+
+
+def _is_ascii_number(span: NumberSpan) -> bool:
+    """Whether the number is written with ASCII digits (one script per number, so the first digit decides)."""
+    for char in span.text:
+        if char.isdigit():
+            return char in _ASCII_DIGITS
+    return True
+
+
+def _marker_token(content: str) -> AddedToken:
+    return AddedToken(content, special=True, normalized=False, lstrip=False, rstrip=False, single_word=False)
+
+
+def _first_prepend(node: Any) -> None:
+    """Sets every Metaspace ``prepend_scheme="always"`` in a serialised pre-tokenizer to ``"first"`` (in place)."""
+    if isinstance(node, dict):
+        if node.get("type") == "Metaspace" and node.get("prepend_scheme") == "always":
+            node["prepend_scheme"] = "first"
+        for value in node.values():
+            _first_prepend(value)
+    elif isinstance(node, list):
+        for value in node:
+            _first_prepend(value)
+
+
+class NumberTokenizer:
+    """Tokenizer wrapper that turns numbers into ``[NUM]``/``[AGG]`` tokens plus exact side tensors.
+
+    Args:
+        tokenizer: a Hugging Face fast tokenizer. ``config.num_token`` (fone/xval) or ``config.agg_token``
+            (digits + aggregate) is added to it as a special token unless already present (then its id is reused);
+            resize the model's embeddings to ``len(ntok)``.
+        config: the `NumberAdapterConfig` whose number settings apply.
+
+    Attributes:
+        tokenizer: the wrapped tokenizer (with the marker token added).
+        config: the config.
+        num_token_id: id of ``[NUM]`` (None with ``encoding="digits"``, which uses no [NUM]).
+        agg_token_id: id of ``[AGG]`` (None unless ``encoding="digits"`` and ``aggregate=True``).
+        marker_token_id: the id that carries the side tensors (``num_token_id`` or ``agg_token_id``), or None.
+    """
+
+    def __init__(self, tokenizer: Any, config: NumberAdapterConfig) -> None:
+        if not isinstance(config, NumberAdapterConfig):
+            raise TypeError(f"`config` must be a NumberAdapterConfig, got {type(config).__name__}.")
+        if not hasattr(tokenizer, "backend_tokenizer"):
+            raise TypeError(
+                f"NumberTokenizer needs a fast (Rust `tokenizers`) tokenizer, got {type(tokenizer).__name__}: load it "
+                "with AutoTokenizer.from_pretrained(path) (fast is the default) or wrap a `tokenizers.Tokenizer` in "
+                "PreTrainedTokenizerFast(tokenizer_object=...)."
+            )
+        config.validate_number_settings()
+        self.tokenizer = tokenizer
+        self.config = config
+        self.num_token_id: int | None = None
+        self.agg_token_id: int | None = None
+        if config.encoding in ("fone", "xval"):
+            self.num_token_id = self._ensure_token(config.num_token)
+            self.marker_token_id, self._marker = self.num_token_id, config.num_token
+        elif config.aggregate:
+            self.agg_token_id = self._ensure_token(config.agg_token)
+            self.marker_token_id, self._marker = self.agg_token_id, config.agg_token
+        else:
+            self.marker_token_id, self._marker = None, None
+        for name in ("num_token_id", "agg_token_id"):
+            bound = getattr(config, name, None)
+            if bound is not None and getattr(self, name) is not None and bound != getattr(self, name):
+                raise ValueError(
+                    f"config.{name}={bound} but this tokenizer gives {getattr(self, name)}: the config was bound to "
+                    "another tokenizer; use that tokenizer (NumberTokenizer.from_pretrained of the saved directory)."
+                )
+        self._backend = self._build_backend()
+        self._cache: dict[str, tuple[tuple[int, ...], int, float] | None | bool] = {}
+
+    # -- setup ---------------------------------------------------------------------------------------------------
+    def _ensure_token(self, content: str) -> int:
+        if content not in self.tokenizer.get_added_vocab():
+            self.tokenizer.add_tokens([_marker_token(content)], special_tokens=True)
+        token_id = self.tokenizer.convert_tokens_to_ids(content)
+        if token_id is None or token_id == self.tokenizer.unk_token_id:
+            raise ValueError(f"Could not add the token {content!r} to {type(self.tokenizer).__name__}.")
+        return token_id
+
+    def _build_backend(self) -> Tokenizer:
+        data = json.loads(self.tokenizer.backend_tokenizer.to_str())
+        data["truncation"] = None
+        data["padding"] = None
+        _first_prepend(data.get("pre_tokenizer"))
+        for token in data.get("added_tokens", []):
+            if token["content"] == self._marker:  # keep whitespace next to the marker as written
+                token.update(lstrip=False, rstrip=False, normalized=False, single_word=False)
+        backend = Tokenizer.from_str(json.dumps(data))
+        if self.config.encoding == "digits":
+            missing = [d for d in _ASCII_DIGITS if backend.token_to_id(d) is None]
+            if missing:
+                raise ValueError(
+                    f"encoding='digits' needs every digit 0-9 to be one token, but {missing} have no single-token id "
+                    f"in the vocabulary of {type(self.tokenizer).__name__}: use encoding='fone' or 'xval' with this "
+                    "tokenizer, or a tokenizer whose vocabulary has the ten digits."
+                )
+            backend.add_tokens([AddedToken(d, special=False, normalized=False) for d in _ASCII_DIGITS])
+        return backend
+
+    @property
+    def digit_token_ids(self) -> list[int] | None:
+        """Ids of the single-character tokens "0" ... "9" in the vocabulary, or None if one is missing."""
+        ids = [self._backend.token_to_id(d) for d in _ASCII_DIGITS]
+        return None if None in ids else ids
+
+    # -- delegation ----------------------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.tokenizer)
+
+    def __getattr__(self, name: str) -> Any:
+        # pad_token_id, eos_token, padding_side, apply_chat_template, ... come from the wrapped tokenizer
+        if name.startswith("_") or name in _OWN_ATTRIBUTES:
+            raise AttributeError(name)
+        return getattr(self.tokenizer, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # ntok.padding_side = "left", ntok.pad_token = ... set the wrapped tokenizer's attribute
+        if name.startswith("_") or name in _OWN_ATTRIBUTES or "tokenizer" not in self.__dict__:
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.tokenizer, name, value)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_cache"] = {}  # a pure cache: keeps pickles small and `datasets` fingerprints stable
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    def __repr__(self) -> str:
+        return (
+            f"NumberTokenizer(encoding={self.config.encoding!r}, marker_token_id={self.marker_token_id}, "
+            f"tokenizer={type(self.tokenizer).__name__}(len={len(self.tokenizer)}))"
+        )
+
+    # -- numbers -------------------------------------------------------------------------------------------------
+    def _number_row(self, span: NumberSpan, surface: str) -> tuple[tuple[int, ...], int, float] | None | bool:
+        """(place digits of |x|, sign, signed float value) of the number [NUM]/[AGG] carries for `surface`.
+
+        Returns None when the number is out of range and False when it stays ordinary text in digits mode (another
+        digit script). Cached by surface string (its value does not depend on the context).
+        """
+        row = self._cache.get(surface)
+        if row is not None or surface in self._cache:
+            return row
+        cfg = self.config
+        exact = span.exact
+        if len(surface) < len(span.text) and exact.sign < 0:  # sign_policy="text": the sign stays text
+            exact = ExactNumber(1, exact.int_digits, exact.frac_digits)
+        row = None
+        if cfg.encoding == "digits" and not _is_ascii_number(span):
+            row = False
+        elif exact.fits(cfg.int_digits, cfg.frac_digits):
+            value = exact.to_float()
+            if cfg.encoding != "xval" or abs((value - cfg.xval_center) / cfg.xval_scale) <= cfg.xval_clip:
+                row = (tuple(exact.place_digits(cfg.int_digits, cfg.frac_digits)), exact.sign, value)
+        if len(self._cache) > _CACHE_LIMIT:
+            self._cache.clear()
+        self._cache[surface] = row
+        return row
+
+    def _out_of_range(self, index: int, text: str, start: int, end: int, span: NumberSpan) -> None:
+        cfg = self.config
+        exact = span.exact if start == span.start else ExactNumber(1, span.exact.int_digits, span.exact.frac_digits)
+        where = f"Text {index}: the number {text[start:end]!r} (characters {start}-{end}, value {exact})"
+        if not exact.fits(cfg.int_digits, cfg.frac_digits):
+            raise NumberOutOfRangeError(
+                f"{where} needs {len(exact.int_digits)} integer and {len(exact.frac_digits)} fraction places, but "
+                f"int_digits={cfg.int_digits}, frac_digits={cfg.frac_digits}: raise `int_digits`/`frac_digits`, or "
+                "set out_of_range='text' to keep such numbers as text."
+            )
+        raise NumberOutOfRangeError(
+            f"{where} normalises to |(x - xval_center) / xval_scale| = "
+            f"{abs((exact.to_float() - cfg.xval_center) / cfg.xval_scale):.6g} > xval_clip={cfg.xval_clip}: adjust "
+            "`xval_center`/`xval_scale` (fit_normalization) or `xval_clip`, or set out_of_range='text'."
+        )
+
+    def _substitute(self, index: int, text: str) -> tuple[str, list[tuple[str, tuple[int, ...], int, float]]]:
+        """Puts the marker into `text` for each in-range number; returns the new text and the numbers in order."""
+        if not isinstance(text, str):
+            raise TypeError(f"NumberTokenizer: text {index} must be a str, got {type(text).__name__} ({text!r:.80}).")
+        marker = self._marker
+        if marker is None:
+            return text, []
+        found = text.find(marker)
+        if found >= 0:
+            raise ValueError(
+                f"Text {index} contains the literal string {marker!r} at character {found}; NumberTokenizer reserves "
+                f"it for numbers, so the text would be ambiguous. Remove it from the text or choose another "
+                f"`{'num_token' if marker == self.config.num_token else 'agg_token'}` in NumberAdapterConfig."
+            )
+        text_sign = self.config.sign_policy == "text"
+        replace = self.config.encoding != "digits"
+        raise_out = self.config.out_of_range == "error"
+        parts: list[str] = []
+        numbers: list[tuple[str, tuple[int, ...], int, float]] = []
+        pos = 0
+        cache_get = self._cache.get
+        for span in find_numbers(text):
+            start, end = span.start, span.end
+            if text_sign and span.sign_text:
+                start += len(span.sign_text)
+            surface = text[start:end]
+            row = cache_get(surface)
+            if row is None:
+                row = self._number_row(span, surface)
+                if row is None:
+                    if raise_out:
+                        self._out_of_range(index, text, start, end, span)
+                    continue
+            if row is False:
+                continue
+            parts.append(text[pos:start])
+            parts.append(marker)
+            pos = end if replace else start
+            numbers.append((surface, *row))
+        if not numbers:
+            return text, numbers
+        parts.append(text[pos:])
+        return "".join(parts), numbers
+
+    # -- encoding ------------------------------------------------------------------------------------------------
+    def __call__(
+        self,
+        text: str | Sequence[str],
+        padding: bool | str = False,
+        truncation: bool | str = False,
+        max_length: int | None = None,
+        return_tensors: str | None = None,
+        add_special_tokens: bool = True,
+        pad_to_multiple_of: int | None = None,
+        padding_side: str | None = None,
+    ) -> BatchEncoding:
+        """Encodes one text or a batch.
+
+        Args:
+            text: a string or a list of strings.
+            padding: ``False``/``"do_not_pad"``, ``True``/``"longest"`` or ``"max_length"`` (as in transformers).
+                Pads on the base tokenizer's ``padding_side`` (or `padding_side`); side tensors are padded with 0.
+            truncation: ``True`` (or ``"longest_first"``/``"only_first"``) truncates to `max_length` (default: the
+                tokenizer's ``model_max_length``) on its ``truncation_side``; side rows and ``number_texts`` of the
+                removed numbers are dropped with their tokens.
+            max_length: target length for truncation / ``padding="max_length"``.
+            return_tensors: None (Python lists) or ``"pt"``.
+            add_special_tokens: add the base tokenizer's bos/eos as its post-processor does.
+            pad_to_multiple_of: round the padded length up to a multiple of this.
+            padding_side: override the tokenizer's padding side for this call.
+
+        Returns:
+            A `BatchEncoding` with ``input_ids``, ``attention_mask``, ``num_mask`` [B, T], ``num_digits``
+            [B, T, P], ``num_sign`` [B, T], ``num_values`` [B, T] (float32) and ``number_texts`` (list of lists of
+            str). For a single string without ``return_tensors`` the batch dimension is dropped, as in transformers.
+
+        Raises:
+            ValueError: a text contains the marker string literally, bad arguments, or (``out_of_range="error"``)
+                `NumberOutOfRangeError` for a number outside the configured range.
+        """
+        single = isinstance(text, str)
+        texts = [text] if single else list(text)
+        if return_tensors not in (None, "pt"):
+            raise ValueError(f"`return_tensors` must be None or 'pt', got {return_tensors!r}.")
+        substituted, numbers = [], []
+        for index, item in enumerate(texts):
+            sub, nums = self._substitute(index, item)
+            substituted.append(sub)
+            numbers.append(nums)
+        self._configure(padding, truncation, max_length, pad_to_multiple_of, padding_side)
+        encodings = self._encode(substituted, add_special_tokens)
+        ids = [e.ids for e in encodings]
+        mask = [e.attention_mask for e in encodings]
+        numbers = self._kept_numbers(ids, numbers, truncation not in (False, "do_not_truncate", None))
+        number_texts = [[n[0] for n in nums] for nums in numbers]
+        if return_tensors == "pt":
+            if len({len(row) for row in ids}) > 1:
+                raise ValueError(
+                    f"return_tensors='pt' needs sequences of one length, got lengths {sorted({len(r) for r in ids})}: "
+                    "pass padding=True (or 'max_length')."
+                )
+            input_ids = np.array(ids, dtype=np.int64).reshape(len(ids), -1 if ids else 0)  # (B, T)
+            data: dict[str, Any] = {
+                "input_ids": torch.from_numpy(input_ids),
+                "attention_mask": torch.from_numpy(np.array(mask, dtype=np.int64).reshape(input_ids.shape)),
+            }
+            data.update(self._side_tensors(input_ids, numbers))
+            data["number_texts"] = number_texts
+            return BatchEncoding(data)
+        side = self._side_lists(ids, numbers)
+        data = {"input_ids": ids, "attention_mask": mask, **side, "number_texts": number_texts}
+        if single:
+            data = {k: v[0] for k, v in data.items()}
+        return BatchEncoding(data)
+
+    def _encode(self, texts: list[str], add_special_tokens: bool) -> list[Any]:
+        encode = getattr(self._backend, "encode_batch_fast", self._backend.encode_batch)
+        return encode(texts, add_special_tokens=add_special_tokens)
+
+    def _configure(self, padding, truncation, max_length, pad_to_multiple_of, padding_side) -> None:
+        tok, backend = self.tokenizer, self._backend
+        if padding in (True, "longest"):
+            pad_length = None
+        elif padding == "max_length":
+            pad_length = max_length if max_length is not None else tok.model_max_length
+        elif padding in (False, "do_not_pad", None):
+            pad_length = False
+        else:
+            raise ValueError(f"`padding` must be False, True, 'longest' or 'max_length', got {padding!r}.")
+        if truncation in (True, "longest_first", "only_first"):
+            limit = max_length if max_length is not None else tok.model_max_length
+            if limit is None or limit > 10**8:
+                raise ValueError(
+                    "truncation=True needs `max_length` (the tokenizer has no model_max_length): pass max_length=..."
+                )
+            backend.enable_truncation(int(limit), direction=tok.truncation_side)
+        elif truncation in (False, "do_not_truncate", None):
+            backend.no_truncation()
+        else:
+            raise ValueError(f"`truncation` must be True/False, 'longest_first' or 'only_first', got {truncation!r}.")
+        if pad_length is False:
+            backend.no_padding()
+            return
+        if tok.pad_token_id is None:
+            raise ValueError(
+                f"padding={padding!r} needs a pad token, but {type(tok).__name__} has none: set tokenizer.pad_token "
+                "(e.g. to the eos token) before padding."
+            )
+        side = padding_side or tok.padding_side
+        if side not in ("left", "right"):
+            raise ValueError(f"`padding_side` must be 'left' or 'right', got {side!r}.")
+        backend.enable_padding(
+            direction=side,
+            pad_id=tok.pad_token_id,
+            pad_token=tok.pad_token,
+            length=None if pad_length is None else int(pad_length),
+            pad_to_multiple_of=pad_to_multiple_of,
+        )
+
+    def _kept_numbers(self, ids: list[list[int]], numbers: list[list[tuple]], truncated: bool) -> list[list[tuple]]:
+        """The numbers of each row whose marker survived truncation (all of them without truncation)."""
+        if self.marker_token_id is None:
+            return numbers
+        left = self.tokenizer.truncation_side == "left"
+        kept_numbers = []
+        for row, nums in zip(ids, numbers):
+            if nums:
+                kept = row.count(self.marker_token_id)
+                if kept != len(nums):
+                    if not truncated or kept > len(nums):
+                        raise RuntimeError(f"NumberTokenizer: found {kept} markers for {len(nums)} numbers (bug).")
+                    nums = nums[len(nums) - kept :] if left else nums[:kept]
+            kept_numbers.append(nums)
+        return kept_numbers
+
+    def _side_tensors(self, input_ids: np.ndarray, numbers: list[list[tuple]]) -> dict[str, torch.Tensor]:
+        """Side tensors for a rectangular batch: num_mask [B, T], num_digits [B, T, P], num_sign [B, T], num_values."""
+        batch, length = input_ids.shape
+        num_mask = np.zeros((batch, length), dtype=np.int64)
+        num_digits = np.zeros((batch, length, self.config.num_places), dtype=np.int64)
+        num_sign = np.zeros((batch, length), dtype=np.int64)
+        num_values = np.zeros((batch, length), dtype=np.float32)
+        flat = [n for nums in numbers for n in nums]
+        if flat:
+            rows, cols = np.nonzero(input_ids == self.marker_token_id)  # row-major: the numbers in text order
+            _, digits, signs, values = zip(*flat)
+            num_mask[rows, cols] = 1
+            num_digits[rows, cols] = digits  # (N, P)
+            num_sign[rows, cols] = signs
+            num_values[rows, cols] = values
+        out = {"num_mask": num_mask, "num_digits": num_digits, "num_sign": num_sign, "num_values": num_values}
+        return {key: torch.from_numpy(value) for key, value in out.items()}
+
+    def _side_lists(self, ids: list[list[int]], numbers: list[list[tuple]]) -> dict[str, list]:
+        """Side tensors as Python lists (one list per row, rows may differ in length)."""
+        places = self.config.num_places
+        marker = self.marker_token_id
+        out: dict[str, list] = {k: [] for k in SIDE_KEYS}
+        zero_row = [0] * places
+        for row, nums in zip(ids, numbers):
+            length = len(row)
+            num_mask, num_sign, num_values = [0] * length, [0] * length, [0.0] * length
+            num_digits = list(map(list.copy, repeat(zero_row, length)))  # (T, P), distinct lists
+            if nums:
+                t = -1
+                for _, digits, sign, value in nums:
+                    t = row.index(marker, t + 1)
+                    num_mask[t], num_digits[t], num_sign[t], num_values[t] = 1, list(digits), sign, value
+            out["num_mask"].append(num_mask)
+            out["num_digits"].append(num_digits)
+            out["num_sign"].append(num_sign)
+            out["num_values"].append(num_values)
+        return out
+
+    # -- decoding ------------------------------------------------------------------------------------------------
+    def decode(
+        self,
+        encoding_or_ids: Any,
+        number_texts: Sequence[str] | None = None,
+        num_digits: Any = None,
+        num_sign: Any = None,
+        skip_special_tokens: bool = True,
+    ) -> str:
+        """Turns one sequence back into text with its numbers.
+
+        Args:
+            encoding_or_ids: a `BatchEncoding`/dict of one sequence (or a batch of one), or ids (list, 1-D tensor).
+                Side entries (``number_texts``, ``num_digits``, ``num_sign``) are read from it when present.
+            number_texts: the surface form of each [NUM] in order (exact round trip).
+            num_digits: [T, P] place digits aligned with the ids; used when `number_texts` is not given: each
+                [NUM] is rendered canonically from its digits and `num_sign` ([T], default +1).
+            num_sign: [T] signs aligned with the ids.
+            skip_special_tokens: drop bos/eos/pad/[AGG] (numbers are rendered either way).
+
+        Returns:
+            The text.
+        """
+        ids, texts, digits, signs = self._unpack(encoding_or_ids, number_texts, num_digits, num_sign, batched=False)
+        return self._decode_row(ids, texts, digits, signs, skip_special_tokens)
+
+    def batch_decode(
+        self,
+        sequences: Any,
+        number_texts: Sequence[Sequence[str]] | None = None,
+        num_digits: Any = None,
+        num_sign: Any = None,
+        skip_special_tokens: bool = True,
+    ) -> list[str]:
+        """`decode` for a batch: a batched `BatchEncoding`/dict, a [B, T] tensor or a list of id lists."""
+        ids, texts, digits, signs = self._unpack(sequences, number_texts, num_digits, num_sign, batched=True)
+        return [
+            self._decode_row(
+                row,
+                None if texts is None else texts[b],
+                None if digits is None else digits[b],
+                None if signs is None else signs[b],
+                skip_special_tokens,
+            )
+            for b, row in enumerate(ids)
+        ]
+
+    @staticmethod
+    def _unpack(source, number_texts, num_digits, num_sign, batched: bool):
+        if isinstance(source, Mapping):
+            number_texts = source.get("number_texts") if number_texts is None else number_texts
+            num_digits = source.get("num_digits") if num_digits is None else num_digits
+            num_sign = source.get("num_sign") if num_sign is None else num_sign
+            source = source["input_ids"]
+        ids = source.tolist() if hasattr(source, "tolist") else list(source)
+        nested = bool(ids) and isinstance(ids[0], list)
+        num_digits = num_digits.tolist() if hasattr(num_digits, "tolist") else num_digits
+        num_sign = num_sign.tolist() if hasattr(num_sign, "tolist") else num_sign
+        if batched:
+            if not nested:
+                raise ValueError("batch_decode expects a batch of sequences [B, T]; use decode for one sequence.")
+            return ids, number_texts, num_digits, num_sign
+        if nested:
+            if len(ids) != 1:
+                raise ValueError(f"decode takes one sequence, got a batch of {len(ids)}: use batch_decode.")
+            ids = ids[0]
+            if number_texts is not None and number_texts and not isinstance(number_texts[0], str):
+                number_texts = number_texts[0]
+            num_digits = None if num_digits is None else num_digits[0]
+            num_sign = None if num_sign is None else num_sign[0]
+        return ids, number_texts, num_digits, num_sign
+
+    def _special_ids(self) -> set[int]:
+        ids = set(self.tokenizer.all_special_ids)
+        ids.update(i for i, token in self.tokenizer.added_tokens_decoder.items() if token.special)
+        return ids
+
+    def _number_strings(self, ids: list[int], texts, digits, signs) -> list[str]:
+        positions = [t for t, i in enumerate(ids) if i == self.num_token_id]
+        if texts is not None:
+            texts = list(texts)
+            if len(texts) != len(positions):
+                raise ValueError(
+                    f"The ids hold {len(positions)} {self.config.num_token} tokens but {len(texts)} number_texts were "
+                    "given: pass the number_texts of exactly this sequence (or num_digits instead)."
+                )
+            return texts
+        if not positions:
+            return []
+        if digits is None:
+            raise ValueError(
+                f"Decoding {len(positions)} {self.config.num_token} tokens needs their numbers: pass number_texts "
+                "(the surface forms) or num_digits (+ num_sign) aligned with the ids."
+            )
+        cfg = self.config
+        out = []
+        for t in positions:
+            sign = 1 if signs is None else int(signs[t])
+            exact = ExactNumber.from_place_digits(digits[t], cfg.int_digits, cfg.frac_digits, -1 if sign < 0 else 1)
+            out.append(str(exact))
+        return out
+
+    def _decode_row(self, ids: list[int], texts, digits, signs, skip_special_tokens: bool) -> str:
+        ids = [int(i) for i in ids]
+        if self.num_token_id is None:  # digits: numbers are ordinary tokens
+            return self.tokenizer.decode(ids, skip_special_tokens=skip_special_tokens)
+        numbers = self._number_strings(ids, texts, digits, signs)
+        if skip_special_tokens:
+            special = self._special_ids() - {self.num_token_id}
+            ids = [i for i in ids if i not in special]
+        decoded = self.tokenizer.decode(ids, skip_special_tokens=False)
+        pieces = decoded.split(self.config.num_token)
+        if len(pieces) != len(numbers) + 1:  # ordinary tokens spelled the marker: decode the pieces one by one
+            pieces, current = [], []
+            for i in ids + [self.num_token_id]:
+                if i == self.num_token_id:
+                    pieces.append(self.tokenizer.decode(current, skip_special_tokens=False))
+                    current = []
+                else:
+                    current.append(i)
+        out = [pieces[0]]
+        for number, piece in zip(numbers, pieces[1:]):
+            out.append(number)
+            out.append(piece)
+        return "".join(out)
+
+    # -- persistence ---------------------------------------------------------------------------------------------
+    def save_pretrained(self, path: str | os.PathLike) -> None:
+        """Saves the tokenizer files and ``number_tokenizer_config.json`` (the number settings; JSON only)."""
+        os.makedirs(path, exist_ok=True)
+        self.tokenizer.save_pretrained(path)
+        settings = {name: getattr(self.config, name) for name in SAVED_FIELDS}
+        settings.update(num_token_id=self.num_token_id, agg_token_id=self.agg_token_id)
+        with open(os.path.join(path, CONFIG_NAME), "w", encoding="utf-8") as f:
+            json.dump(settings, f, indent=2, sort_keys=True)
+
+    @classmethod
+    def from_pretrained(cls, path: str | os.PathLike, config: NumberAdapterConfig | None = None) -> NumberTokenizer:
+        """Loads what `save_pretrained` wrote. `config`, when given, must agree with the saved number settings."""
+        file = os.path.join(path, CONFIG_NAME)
+        if not os.path.isfile(file):
+            raise FileNotFoundError(
+                f"No {CONFIG_NAME} in {os.fspath(path)!r}: this is not a NumberTokenizer directory (save one with "
+                "NumberTokenizer.save_pretrained)."
+            )
+        with open(file, encoding="utf-8") as f:
+            settings = json.load(f)
+        saved_ids = {k: settings.pop(k, None) for k in ("num_token_id", "agg_token_id")}
+        if config is None:
+            config = NumberAdapterConfig(**{k: v for k, v in settings.items() if k in SAVED_FIELDS})
+        else:
+            differ = {k: (v, getattr(config, k)) for k, v in settings.items() if getattr(config, k, v) != v}
+            if differ:
+                raise ValueError(
+                    f"The given config disagrees with {file} on {differ} (saved, given): pass a matching config or "
+                    "config=None to use the saved settings."
+                )
+        ntok = cls(AutoTokenizer.from_pretrained(path), config)
+        for name, saved in saved_ids.items():
+            if saved is not None and getattr(ntok, name) != saved:
+                raise ValueError(f"{name} is {getattr(ntok, name)} after loading but was saved as {saved}.")
+        return ntok
