@@ -22,37 +22,7 @@ import statistics
 import time
 from typing import Any
 
-LLAMA3_SPLIT = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
-    r"|\s+(?!\S)|\s+"
-)
-_WORDS = (
-    "the a of to and in is was for on with as by at from that this it are be or which price total sum year day "
-    "month cost value number count average rate about after before between than more less each apples people cars "
-    "miles meters kilograms dollars euros items students tickets books city river store company report answer "
-    "question result times plus minus equals bought sold paid received measured grew fell rose dropped reached"
-).split()
-
-
-def _number(rng: random.Random) -> str:
-    form = rng.randrange(9)
-    if form == 0:
-        return str(rng.randrange(10))
-    if form == 1:
-        return str(rng.randrange(10, 1000))
-    if form == 2:
-        return f"{rng.randrange(1000, 10**6):,}"
-    if form == 3:
-        return f"{rng.randrange(0, 10**4)}.{rng.randrange(0, 100):02d}"
-    if form == 4:
-        return f"-{rng.randrange(1, 500)}.{rng.randrange(0, 10)}"
-    if form == 5:
-        return f"{rng.randrange(1, 100)}%"
-    if form == 6:
-        return str(rng.randrange(1900, 2030))
-    if form == 7:
-        return f"${rng.randrange(1, 10**4)}.{rng.randrange(0, 100):02d}"
-    return f"{rng.randrange(1, 10)}.{rng.randrange(0, 100)}e{rng.randrange(-5, 9)}"
+from numadapter.toy import WORDS, random_number
 
 
 def make_corpus(n_texts: int = 2000, words_per_text: int = 80, number_share: float = 0.25, seed: int = 0) -> list[str]:
@@ -60,37 +30,24 @@ def make_corpus(n_texts: int = 2000, words_per_text: int = 80, number_share: flo
     rng = random.Random(seed)
     texts = []
     for _ in range(n_texts):
-        words = [_number(rng) if rng.random() < number_share else rng.choice(_WORDS) for _ in range(words_per_text)]
+        words = [
+            random_number(rng) if rng.random() < number_share else rng.choice(WORDS) for _ in range(words_per_text)
+        ]
         texts.append(" ".join(words).capitalize() + ".")
     return texts
 
 
 def train_tokenizer(vocab_size: int = 8000, seed: int = 1) -> Any:
-    """A byte-level BPE with Llama 3's split regex, trained offline on a corpus sample (a stand-in for Llama 3)."""
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    """numadapter.toy's Llama-3-like byte-level BPE, trained offline on a separate corpus sample."""
     from transformers import PreTrainedTokenizerFast
 
-    tok = Tokenizer(models.BPE(ignore_merges=True))
-    tok.pre_tokenizer = pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.Split(Regex(LLAMA3_SPLIT), behavior="isolated"),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-        ]
-    )
-    tok.decoder = decoders.ByteLevel()
-    specials = ["<|begin_of_text|>", "<|end_of_text|>", "<|pad|>"]
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=specials,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(make_corpus(3000, seed=seed), trainer=trainer)
-    tok.post_processor = processors.TemplateProcessing(
-        single="<|begin_of_text|> $A", special_tokens=[("<|begin_of_text|>", 0)]
-    )
+    from numadapter.toy import CONFIGS
+    from numadapter.toy import train_tokenizer as train
+
+    spec = CONFIGS["llama3"]
+    tok = train("llama3", vocab_size=vocab_size, lines=make_corpus(3000, seed=seed))
     return PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token=specials[0], eos_token=specials[1], pad_token=specials[2]
+        tokenizer_object=tok, bos_token=spec.bos_token, eos_token=spec.eos_token, pad_token=spec.pad_token
     )
 
 

@@ -1,1 +1,6 @@
-"""Number heads: map final hidden states to exact numbers (digits) or values, with their losses."""
+"""Number heads: the FoNE digit head and the xVal regression head."""
+
+from numadapter.heads.digit import DigitHeadOutput, FoNEDigitHead
+from numadapter.heads.regression import RegressionHead
+
+__all__ = ["DigitHeadOutput", "FoNEDigitHead", "RegressionHead"]

@@ -1,0 +1,45 @@
+"""The README's Python API block runs as written and gives the results its comments show."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from numadapter.toy import build_tokenizer
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def _python_blocks() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+
+
+def test_api_block_runs_and_matches_its_comments(tmp_path):
+    block = _python_blocks()[0]
+    namespace = {"tokenizer": build_tokenizer("llama3", tmp_path / "tok")}
+    exec(compile(block, str(README), "exec"), namespace)
+    assert [(s.text, str(s.exact)) for s in namespace["spans"]] == [
+        ("1,234.50", "1234.5"),
+        ("2024", "2024"),
+        ("01", "1"),
+        ("05", "5"),
+        ("6.02e23", "602" + "0" * 21),
+        ("-3", "-3"),
+    ]
+    assert tuple(namespace["batch"]["num_digits"].shape)[::2] == (2, 12)
+    ntok = namespace["ntok"]
+    assert ntok.decode(ntok("Total: 007 items, 1,234.50 EUR")) == "Total: 007 items, 1,234.50 EUR"
+    numadapter = namespace["numadapter"]
+    assert numadapter.fone_decode(namespace["feats"], int_digits=30, frac_digits=2) == [
+        "4.17",
+        "123456789012345678901234567890",
+    ]
+
+
+def test_quick_start_has_exactly_the_two_commands_ci_runs():
+    quick = README.read_text().split("## Quick start", 1)[1].split("##", 1)[0]
+    commands = re.findall(r"```bash\n(.*?)```", quick, flags=re.S)[0].strip().splitlines()
+    assert len(commands) == 2
+    ci = (README.parent / ".ci" / "run").read_text()
+    test_command = commands[1].split("#")[0].strip()
+    assert test_command in ci
