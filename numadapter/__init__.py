@@ -7,6 +7,12 @@ Public API (everything else lives in submodules):
 - `NumberTokenizer`: text <-> ids with one [NUM] token per number and aligned side tensors.
 - `fone_features`, `fone_decode`, `aggregation_weights`: the encodings' formulas.
 - `FoNEEmbedding`, `XValEmbedding`, `AggregateEmbedding`, `FoNEDigitHead`, `RegressionHead`: the number modules.
+- `get_peft_model`: LoRA + number adapter on a Llama / Granite / T5 model, a genuine `peft.PeftModel`.
+  Importing numadapter registers the adapter with PEFT, so `peft.get_peft_model`, `peft.PeftModel.from_pretrained`
+  and `AutoPeftModelForCausalLM` work too.
+- `generate`: the decode loop (KV cache) that renders generated [NUM] tokens from the number head.
+- `NumberSFTTrainer`, `NumberSeq2SeqTrainer`, `NumberDataCollator`, `prepare_dataset`: training with TRL/transformers.
+- `NTLoss`, `ntl_loss_func`, `NumberLossCallback`: the Number Token Loss, also for a plain `trl.SFTTrainer`.
 """
 
 from numadapter.config import NumberAdapterConfig
@@ -19,6 +25,8 @@ from numadapter.encodings import (
     fone_features,
 )
 from numadapter.heads import FoNEDigitHead, RegressionHead
+from numadapter.mapping import get_peft_model
+from numadapter.ntl import NTLoss
 from numadapter.numbers import ExactNumber, NumberOutOfRangeError, NumberSpan, find_numbers
 from numadapter.tokenization import NumberTokenizer
 
@@ -29,6 +37,7 @@ __all__ = [
     "ExactNumber",
     "FoNEDigitHead",
     "FoNEEmbedding",
+    "NTLoss",
     "NumberAdapterConfig",
     "NumberOutOfRangeError",
     "NumberSpan",
@@ -39,4 +48,5 @@ __all__ = [
     "find_numbers",
     "fone_decode",
     "fone_features",
+    "get_peft_model",
 ]

@@ -85,7 +85,9 @@ class NumberAdapterConfig(LoraConfig):
             `numadapter.encodings.xval.fit_normalization`.
         xval_clip (`float`, defaults to 5.0): normalised values are clipped to [-xval_clip, xval_clip] (the paper
             keeps them in [-5, 5]). Values beyond it follow `out_of_range`.
-        xval_head_hidden (`int | None`, defaults to None): hidden width of the regression MLP (None: model width).
+        xval_head_hidden (`int | None`, defaults to 32): hidden width of the regression MLP. `None` uses the model
+            width, an H x H layer, which would make the adapter tens of percent larger than its LoRA on a 1B model;
+            32 keeps it within 1%. Higher: more capacity for the value read-out, larger adapter.
 
     Losses:
         number_loss_weight (`float`, defaults to 1.0): weight of the number head loss (FoNE digit CE or xVal MSE)
@@ -123,13 +125,17 @@ class NumberAdapterConfig(LoraConfig):
     )
     sign_policy: Literal["text", "feature"] = field(
         default="text",
-        metadata={"help": "'text': '-' stays a text token; 'feature': the sign is part of the number.",
-                  "choices": list(SIGN_POLICIES)},
+        metadata={
+            "help": "'text': '-' stays a text token; 'feature': the sign is part of the number.",
+            "choices": list(SIGN_POLICIES),
+        },
     )
     out_of_range: Literal["text", "error"] = field(
         default="text",
-        metadata={"help": "Numbers beyond int_digits/frac_digits: keep as text, or raise.",
-                  "choices": list(OUT_OF_RANGE_POLICIES)},
+        metadata={
+            "help": "Numbers beyond int_digits/frac_digits: keep as text, or raise.",
+            "choices": list(OUT_OF_RANGE_POLICIES),
+        },
     )
     # -- FoNE ----------------------------------------------------------------------------------------------------
     fone_bases: list[int] = field(
@@ -138,28 +144,34 @@ class NumberAdapterConfig(LoraConfig):
     )
     fone_projection: Literal["linear", "pad"] = field(
         default="linear",
-        metadata={"help": "Features to model width: learned projection or zero-padding.",
-                  "choices": list(FONE_PROJECTIONS)},
+        metadata={
+            "help": "Features to model width: learned projection or zero-padding.",
+            "choices": list(FONE_PROJECTIONS),
+        },
     )
     fone_init_scale: float = field(
         default=1.0, metadata={"help": "Initial RMS of projected features relative to the [NUM] row."}
     )
     fone_head_input: Literal["linear", "slice"] = field(
         default="linear",
-        metadata={"help": "Digit 2-vectors from a learned projection or the first hidden dims (paper).",
-                  "choices": list(FONE_HEAD_INPUTS)},
+        metadata={
+            "help": "Digit 2-vectors from a learned projection or the first hidden dims (paper).",
+            "choices": list(FONE_HEAD_INPUTS),
+        },
     )
     # -- xVal ----------------------------------------------------------------------------------------------------
     xval_form: Literal["auto", "affine", "multiplicative"] = field(
         default="auto",
-        metadata={"help": "e*x (paper) or e + x*u (RMSNorm models); auto picks by architecture.",
-                  "choices": list(XVAL_FORMS)},
+        metadata={
+            "help": "e*x (paper) or e + x*u (RMSNorm models); auto picks by architecture.",
+            "choices": list(XVAL_FORMS),
+        },
     )
     xval_center: float = field(default=0.0, metadata={"help": "Subtracted from values before scaling."})
     xval_scale: float = field(default=1.0, metadata={"help": "Values are divided by this after centering."})
     xval_clip: float = field(default=5.0, metadata={"help": "Normalised values must lie in [-clip, clip]."})
     xval_head_hidden: int | None = field(
-        default=None, metadata={"help": "Hidden width of the regression MLP (None: model width)."}
+        default=32, metadata={"help": "Hidden width of the regression MLP (None: model width, a much larger head)."}
     )
     # -- losses --------------------------------------------------------------------------------------------------
     number_loss_weight: float = field(default=1.0, metadata={"help": "Weight of the number head loss."})
@@ -197,6 +209,9 @@ class NumberAdapterConfig(LoraConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        from numadapter.tuner.registration import peft_type_for_config  # lazy: the tuner imports this module
+
+        self.peft_type = peft_type_for_config()
         self.validate_number_settings()
         self.validate_model_binding()
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -41,9 +41,11 @@ from numadapter.encodings.fone import digits_to_strings
 REDUCTIONS = ("mean", "sum", "none")
 
 
-@dataclass
-class DigitHeadOutput:
+class DigitHeadOutput(NamedTuple):
     """Output of `FoNEDigitHead.forward`.
+
+    A NamedTuple, not a dataclass: DeepSpeed ZeRO-3 re-gathers parameters for backward by finding the tensors in a
+    module's outputs, and it looks inside tuples but not inside dataclasses.
 
     Attributes:
         digit_logits: float32 ``[N, P, 10]``, most significant place first; ``[..., j]`` scores digit ``j``.

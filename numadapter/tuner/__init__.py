@@ -1,0 +1,13 @@
+"""PEFT integration of numadapter: registration, the `NumberAdapterModel` tuner and its parts.
+
+- `registration`: adds ``PeftType.NUMADAPTER`` and fills PEFT's mappings (version-guarded, at import).
+- `model`: `NumberAdapterModel` (a `peft.LoraModel` subclass): binding, number rows and modules, forward.
+- `patches`: per-architecture knowledge (embedding call sites, LM head, ties by storage, resize).
+- `token_rows`: the [NUM] / [AGG] rows as PEFT trainable tokens with a sparse forward.
+- `number_modules`: the per-adapter input module + head container.
+- `side_buffer`, `hooks`: how the number tensors reach the embedding during one call.
+- `inputs`, `alignment`, `loss`: validation, the causal / T5 alignments, the loss and the output classes.
+
+Import the pieces from their modules; this file stays free of imports so that ``numadapter.config`` can import the
+registration lazily.
+"""

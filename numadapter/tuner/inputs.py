@@ -1,0 +1,276 @@
+"""Validation of the number tensors against the token ids, and the per-call plan (sides, targets, labels).
+
+The tensors NumberTokenizer and the collator produce are checked before the model runs: shapes, dtypes, and above
+all that ``num_mask`` is exactly ``input_ids == marker`` (the [NUM] id, or [AGG] with digits + aggregate). Any other
+state means some transform (padding, truncation, shifting) touched the ids but not the number tensors, so the error
+is raised instead of attaching numbers to the wrong tokens (DESIGN.md point 11). All content checks are reduced on
+the device and read back with one host sync.
+
+Names of the keyword arguments `NumberAdapterModel.forward` accepts:
+
+- ``num_mask``, ``num_digits``, ``num_sign``, ``num_values``: aligned with ``input_ids`` (causal LM input, T5
+  encoder input).
+- ``labels_num_mask``, ``labels_num_digits``, ``labels_num_sign``, ``labels_num_values`` (T5): aligned with
+  ``labels``; the number-head targets, and (shifted right, like the labels) the decoder-input numbers when
+  ``decoder_input_ids`` is not given.
+- ``decoder_num_mask``, ... (T5): aligned with an explicit ``decoder_input_ids`` (generation).
+- ``number_texts`` (a list, from the tokenizer) is accepted and ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from numadapter.config import NumberAdapterConfig
+from numadapter.tuner.alignment import (
+    NumberTargets,
+    causal_lm_labels,
+    causal_targets,
+    seq2seq_targets,
+    shift_right_numbers,
+)
+from numadapter.tuner.side_buffer import NumberInputs
+
+FIELDS = ("mask", "digits", "sign", "values")
+PREFIXES = {"input": "num_", "labels": "labels_num_", "decoder": "decoder_num_"}
+NUMBER_KWARGS = tuple(prefix + field for prefix in PREFIXES.values() for field in FIELDS) + ("number_texts",)
+
+
+@dataclass
+class NumberPlan:
+    """Everything the forward needs besides the model call.
+
+    Attributes:
+        sides: side name (``"input"`` / ``"encoder"`` / ``"decoder"``) -> validated `NumberInputs`.
+        targets: number-head targets aligned with the hidden states (None without labels or head).
+        target_index: ``(batch_idx, time_idx)`` of the target positions (host-known count), or None.
+        lm_labels: labels aligned with the logits (causal: shifted left), or None.
+        decoder_input_ids: T5 decoder inputs derived from the labels (None when given or causal).
+    """
+
+    sides: dict[str, NumberInputs]
+    targets: NumberTargets | None = None
+    target_index: tuple[torch.Tensor, torch.Tensor] | None = None
+    lm_labels: torch.Tensor | None = None
+    decoder_input_ids: torch.Tensor | None = None
+
+
+def pop_number_kwargs(kwargs: dict) -> dict[str, dict[str, torch.Tensor]]:
+    """Removes the number keyword arguments from `kwargs`; returns ``{side: {field: tensor}}`` for given ones."""
+    out: dict[str, dict[str, torch.Tensor]] = {}
+    for side, prefix in PREFIXES.items():
+        fields = {field: kwargs.pop(prefix + field) for field in FIELDS if kwargs.get(prefix + field) is not None}
+        for field in FIELDS:
+            kwargs.pop(prefix + field, None)
+        if fields:
+            out[side] = fields
+    kwargs.pop("number_texts", None)
+    return out
+
+
+class _Checks:
+    """Collects device-side boolean checks and reads them back with a single sync."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[torch.Tensor, Callable[[], str]]] = []
+
+    def add(self, bad: torch.Tensor, message: Callable[[], str]) -> None:
+        self.items.append((bad, message))
+
+    def run(self) -> None:
+        if not self.items:
+            return
+        device = self.items[0][0].device
+        result = torch.stack([bad.any().to(device) for bad, _ in self.items]).tolist()  # the one host sync
+        for (_, message), failed in zip(self.items, result):
+            if failed:
+                raise ValueError(message())
+
+
+def _locate(side: NumberInputs) -> bool:
+    """Stores the number positions of a validated side (``side.index``); returns whether it has any."""
+    side.index = (side.mask != 0).nonzero(as_tuple=True)  # ((N,), (N,)), host-known N
+    side.has_numbers = side.index[0].numel() > 0
+    return side.has_numbers
+
+
+def _first(bad: torch.Tensor) -> tuple[int, ...]:
+    return tuple(bad.nonzero()[0].tolist())
+
+
+def _side(
+    name: str,
+    ids: torch.Tensor,
+    given: dict[str, torch.Tensor] | None,
+    config: NumberAdapterConfig,
+    marker: int | None,
+    checks: _Checks,
+) -> NumberInputs | None:
+    """Validates one side's tensors against its ids (shapes now, contents via `checks`)."""
+    prefix = PREFIXES["labels" if name == "labels" else ("input" if name in ("input", "encoder") else "decoder")]
+    ids_name = {"input": "input_ids", "encoder": "input_ids", "labels": "labels", "decoder": "decoder_input_ids"}[name]
+    token = config.num_token if config.encoding != "digits" else config.agg_token
+    if marker is None:  # plain digits: no number tokens, nothing may be marked
+        if given and "mask" in given:
+            mask = given["mask"]
+            checks.add(
+                mask != 0,
+                lambda: (
+                    f"`{prefix}mask` marks numbers, but encoding='digits' without aggregate "
+                    "has no number tokens: drop the number tensors or set aggregate=True."
+                ),
+            )
+        return None
+    is_marker = ids == marker  # (B, T)
+    if not given:
+        checks.add(
+            is_marker,
+            lambda: (
+                f"`{ids_name}` contains {token} (id {marker}) at {_first(is_marker)} but no `{prefix}mask` / "
+                f"`{prefix}digits` were passed: encode with NumberTokenizer and pass its number tensors to the model."
+            ),
+        )
+        return None
+    if "mask" not in given:
+        raise ValueError(f"`{prefix}mask` is missing (got {sorted(prefix + k for k in given)}); pass all of them.")
+    mask = given["mask"]
+    places = config.num_places
+    expected = {
+        "mask": tuple(ids.shape),
+        "digits": (*ids.shape, places),
+        "sign": tuple(ids.shape),
+        "values": tuple(ids.shape),
+    }
+    for field, tensor in given.items():
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"`{prefix}{field}` must be a torch.Tensor, got {type(tensor).__name__}.")
+        if tuple(tensor.shape) != expected[field]:
+            hint = f" (P = int_digits + frac_digits = {places})" if field == "digits" else ""
+            raise ValueError(
+                f"`{prefix}{field}` has shape {tuple(tensor.shape)} but `{ids_name}` has shape {tuple(ids.shape)}, so "
+                f"it must be {expected[field]}{hint}: pad / truncate / shift the number tensors together with the ids "
+                "(NumberTokenizer and the number collator do)."
+            )
+        if field != "values" and tensor.dtype.is_floating_point:
+            raise TypeError(f"`{prefix}{field}` must be an integer tensor, got dtype {tensor.dtype}.")
+    need = {
+        "fone": ["digits"] + (["sign"] if config.sign_policy == "feature" else []),
+        "xval": ["values"],
+        "digits": ["digits"],
+    }[config.encoding]
+    missing = [prefix + field for field in need if field not in given]
+    if missing:
+        raise ValueError(f"encoding={config.encoding!r} needs {missing}; got {sorted(prefix + k for k in given)}.")
+    flagged = mask != 0
+    mismatch = flagged != is_marker
+    checks.add(
+        mismatch,
+        lambda: (
+            f"`{prefix}mask` does not match the {token} positions of `{ids_name}` (id {marker}): first mismatch at "
+            f"{_first(mismatch)}, where the id is {ids[_first(mismatch)].item()} and the mask "
+            f"{mask[_first(mismatch)].item()}; {int(mismatch.sum())} position(s) differ. Numbers would attach to the "
+            "wrong tokens: apply every padding / truncation / shift of the ids to the number tensors too."
+        ),
+    )
+    if "digits" in given:
+        digits = given["digits"]
+        bad = flagged.unsqueeze(-1) & ((digits < 0) | (digits > 9))
+        checks.add(
+            bad,
+            lambda: (
+                f"`{prefix}digits` holds {digits[_first(bad)[:2]].tolist()} at number position "
+                f"{_first(bad)[:2]}: place digits must be 0..9."
+            ),
+        )
+    if config.encoding == "fone" and config.sign_policy == "feature":
+        sign = given["sign"]
+        bad_sign = flagged & (sign.abs() != 1)
+        checks.add(
+            bad_sign,
+            lambda: (
+                f"`{prefix}sign` is {sign[_first(bad_sign)].item()} at number position "
+                f"{_first(bad_sign)}: it must be +1 or -1 there (sign_policy='feature')."
+            ),
+        )
+    return NumberInputs(mask=mask, digits=given.get("digits"), sign=given.get("sign"), values=given.get("values"))
+
+
+def plan_causal(
+    config: NumberAdapterConfig,
+    marker: int | None,
+    input_ids: torch.Tensor | None,
+    labels: torch.Tensor | None,
+    given: dict[str, dict[str, torch.Tensor]],
+    with_head: bool,
+) -> NumberPlan:
+    """Validates and aligns a causal-LM call (see `alignment.causal_targets`)."""
+    if set(given) - {"input"}:
+        raise ValueError(f"a causal LM takes `num_*` tensors only, got {sorted(given)} side tensors.")
+    if input_ids is None:
+        if given:
+            raise ValueError("number tensors need `input_ids` (they are aligned with them), got inputs_embeds only.")
+        return NumberPlan(sides={}, lm_labels=None if labels is None else causal_lm_labels(labels))
+    checks = _Checks()
+    side = _side("input", input_ids, given.get("input"), config, marker, checks)
+    if labels is not None:
+        if labels.shape != input_ids.shape:
+            raise ValueError(f"`labels` has shape {tuple(labels.shape)}, `input_ids` {tuple(input_ids.shape)}.")
+        if marker is not None:
+            orphan = (labels == marker) & (input_ids != marker)
+            checks.add(
+                orphan,
+                lambda: (
+                    f"`labels` has the number token (id {marker}) at {_first(orphan)} where "
+                    "`input_ids` does not, so its number is unknown: labels must be a (masked) copy of input_ids."
+                ),
+            )
+    targets = None
+    if side is not None and labels is not None and with_head:
+        targets = causal_targets(labels, marker, side)
+    checks.run()
+    sides = {"input": side} if side is not None and _locate(side) else {}
+    plan = NumberPlan(sides=sides, targets=targets, lm_labels=None if labels is None else causal_lm_labels(labels))
+    if targets is not None:
+        plan.target_index = targets.mask.nonzero(as_tuple=True)
+    return plan
+
+
+def plan_seq2seq(
+    config: NumberAdapterConfig,
+    marker: int | None,
+    input_ids: torch.Tensor | None,
+    decoder_input_ids: torch.Tensor | None,
+    labels: torch.Tensor | None,
+    given: dict[str, dict[str, torch.Tensor]],
+    with_head: bool,
+    shift_right: Callable[[torch.Tensor], torch.Tensor],
+) -> NumberPlan:
+    """Validates and aligns a T5 call (see `alignment.seq2seq_targets` and `alignment.shift_right_numbers`)."""
+    checks = _Checks()
+    sides: dict[str, NumberInputs] = {}
+    encoder = (
+        _side("encoder", input_ids, given.get("input"), config, marker, checks) if input_ids is not None else None
+    )
+    label_side = _side("labels", labels, given.get("labels"), config, marker, checks) if labels is not None else None
+    derived = None
+    if decoder_input_ids is not None:
+        decoder = _side("decoder", decoder_input_ids, given.get("decoder"), config, marker, checks)
+    elif labels is not None:
+        if "decoder" in given:
+            raise ValueError("`decoder_num_*` were passed without `decoder_input_ids`; pass both or neither.")
+        derived = shift_right(labels)
+        decoder = shift_right_numbers(label_side, derived, marker) if label_side is not None else None
+    else:
+        decoder = None
+    targets = seq2seq_targets(labels, marker, label_side) if label_side is not None and with_head else None
+    checks.run()
+    for name, side in (("encoder", encoder), ("decoder", decoder)):
+        if side is not None and _locate(side):
+            sides[name] = side
+    plan = NumberPlan(sides=sides, targets=targets, lm_labels=labels, decoder_input_ids=derived)
+    if targets is not None:
+        plan.target_index = targets.mask.nonzero(as_tuple=True)
+    return plan

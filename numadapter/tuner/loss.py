@@ -1,0 +1,209 @@
+"""The loss: LM cross-entropy + weighted number-head loss (+ NTL) (+ the digit-aggregation auxiliary loss).
+
+``loss = CE + number_loss_weight * L_head + ntl_weight * L_NTL`` for ``fone`` / ``xval``, and
+``loss = lambda * CE + (1 - lambda) * L_AUX + ntl_weight * L_NTL`` for ``digits`` (digit-aggregation paper eq. 3,
+``lambda = aggregate_loss_lambda``).
+
+Normalisation (gradient accumulation, DESIGN.md point 8): CE is the *sum* over scored tokens divided by ``N =
+num_items_in_batch`` when the trainer passes it (the scored-token count of the whole accumulated batch), else by the
+scored-token count of this batch, as transformers does. The head loss is normalised by the *same* N: it is the sum
+over the numbers being predicted (FoNE: mean digit CE of each number, + sign CE; xVal: squared error of the
+normalised value) divided by N, so each [NUM] label contributes ``CE + w * head`` like one token, and accumulated
+micro-batches give exactly the loss of one large batch. The reported ``number_loss`` is that per-token value (divide
+by the fraction of scored tokens that are numbers to read a per-number loss). NTL is normalised the same way: the
+sum over the scored number positions divided by N; it is computed on the LM head's digit tokens (``digits``,
+``xval``; fused with CE by `numadapter.ntl.cross_entropy_and_ntl`) or, for ``fone``, on the digit head's 10-way
+distributions (`numadapter.ntl.digit_ntl`, mean over the places of each number). ``aggregate_loss`` (L_AUX) is the
+mean over the numbers of the call, as the paper defines it; it is not accumulation-exact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from transformers.modeling_outputs import CausalLMOutputWithPast, Seq2SeqLMOutput
+
+from numadapter.config import NumberAdapterConfig
+from numadapter.tuner.alignment import IGNORE_INDEX
+from numadapter.tuner.inputs import NumberPlan
+
+
+@dataclass
+class NumberCausalLMOutput(CausalLMOutputWithPast):
+    """`CausalLMOutputWithPast` plus the loss components and the number head outputs.
+
+    Attributes:
+        lm_loss: the token cross-entropy (see the module docstring for the normalisation).
+        number_loss: the number-head loss (FoNE digits / xVal MSE), per scored token; None for digits.
+        ntl_loss: the Number Token Loss when ``ntl_weight > 0``, else None.
+        aggregate_loss: the digit-aggregation L_AUX when ``aggregate_loss_lambda < 1``, else None.
+        number_logits: FoNE ``[B, T, P, 10]`` digit logits at every position (hidden t scores the number at t+1).
+        number_sign_logits: FoNE ``[B, T, 2]`` sign logits with ``sign_policy="feature"``, else None.
+        number_values: xVal ``[B, T]`` predicted values (denormalised, float64) at every position.
+
+    With labels, the per-position head outputs are computed without gradient (the loss runs the head again on the
+    target rows only, so its backward costs N rows, not B * T).
+    """
+
+    lm_loss: torch.Tensor | None = None
+    number_loss: torch.Tensor | None = None
+    ntl_loss: torch.Tensor | None = None
+    aggregate_loss: torch.Tensor | None = None
+    number_logits: torch.Tensor | None = None
+    number_sign_logits: torch.Tensor | None = None
+    number_values: torch.Tensor | None = None
+
+
+@dataclass
+class NumberSeq2SeqLMOutput(Seq2SeqLMOutput):
+    """`Seq2SeqLMOutput` plus the fields of `NumberCausalLMOutput` (decoder hidden t scores ``labels[t]``)."""
+
+    lm_loss: torch.Tensor | None = None
+    number_loss: torch.Tensor | None = None
+    ntl_loss: torch.Tensor | None = None
+    aggregate_loss: torch.Tensor | None = None
+    number_logits: torch.Tensor | None = None
+    number_sign_logits: torch.Tensor | None = None
+    number_values: torch.Tensor | None = None
+
+
+def normaliser(labels: torch.Tensor, num_items_in_batch: int | torch.Tensor | None) -> torch.Tensor:
+    """N: ``num_items_in_batch`` when given, else the count of scored labels (at least 1), float32."""
+    if num_items_in_batch is None:
+        return (labels != IGNORE_INDEX).sum().clamp(min=1).to(torch.float32)
+    return torch.as_tensor(num_items_in_batch, device=labels.device).to(torch.float32)
+
+
+def cross_entropy(logits: torch.Tensor, labels: torch.Tensor, denom: torch.Tensor) -> torch.Tensor:
+    """Token CE of aligned logits ``[B, T, V]`` / labels ``[B, T]``: the float32 sum divided by `denom`."""
+    summed = F.cross_entropy(
+        logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=IGNORE_INDEX, reduction="sum"
+    )
+    return summed / denom
+
+
+class _DigitVocab:
+    """The ten digit tokens as a minimal "tokenizer" for `numadapter.ntl.NTLoss` (it only reads ``get_vocab``)."""
+
+    def __init__(self, digit_token_ids: list[int]) -> None:
+        self._vocab = {str(digit): token_id for digit, token_id in enumerate(digit_token_ids)}
+
+    def get_vocab(self) -> dict[str, int]:
+        return dict(self._vocab)
+
+
+def head_outputs(head: torch.nn.Module | None, hidden: torch.Tensor | None) -> dict[str, torch.Tensor | None]:
+    """Runs the number head at every position: FoNE digit / sign logits, or xVal normalised predictions."""
+    if head is None or hidden is None:
+        return {}
+    out = head(hidden)
+    if hasattr(out, "digit_logits"):  # FoNEDigitHead: digit_logits (..., P, 10), sign_logits (..., 2) | None
+        return {"digit": out}
+    return {"pred": out}  # RegressionHead: (...) normalised predictions
+
+
+def head_loss(head: torch.nn.Module, outputs: dict, plan: NumberPlan, denom: torch.Tensor) -> torch.Tensor:
+    """The number-head loss: `outputs` are the head's outputs at the N target rows; summed, divided by N_tokens."""
+    if plan.targets is None or plan.target_index is None:  # no number labels: a zero that keeps the head in the graph
+        return sum(value.sum() * 0.0 for value in _tensors(outputs))
+    b, t = plan.target_index
+    targets = plan.targets
+    if "digit" in outputs:
+        out = outputs["digit"]  # digit_logits (N, P, 10), sign_logits (N, 2) | None
+        sign = None if out.sign_logits is None else targets.sign[b, t]
+        summed = head.loss(out, targets.digits[b, t], sign, reduction="sum")
+    else:
+        summed = head.loss(outputs["pred"], targets.values[b, t], reduction="sum")  # (N,) normalised predictions
+    return summed / denom
+
+
+def lm_terms(
+    config: NumberAdapterConfig, logits: torch.Tensor, labels: torch.Tensor, denom: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """CE, and NTL on the LM head's digit tokens when ``ntl_weight > 0`` (not for FoNE), both sums / `denom`.
+
+    With NTL, `numadapter.ntl.cross_entropy_and_ntl` computes both from one pass over the vocabulary.
+    """
+    labels = labels.to(logits.device)
+    if config.ntl_weight > 0 and config.encoding != "fone":
+        from numadapter.ntl import NTLoss, cross_entropy_and_ntl
+
+        ntl = NTLoss(_DigitVocab(config.digit_token_ids), kind=config.ntl_kind, reduction="sum").to(logits.device)
+        ce_sum, ntl_sum = cross_entropy_and_ntl(logits, labels, ntl, ce_reduction="sum")
+        return ce_sum / denom, ntl_sum / denom
+    return cross_entropy(logits, labels, denom), None
+
+
+def fone_ntl(config: NumberAdapterConfig, outputs: dict, plan: NumberPlan, denom: torch.Tensor) -> torch.Tensor:
+    """NTL on the FoNE head's 10-way digit distributions at the target numbers: per-number mean over places, / N."""
+    from numadapter.ntl import digit_ntl
+
+    b, t = plan.target_index
+    per_place = digit_ntl(
+        outputs["digit"].digit_logits, plan.targets.digits[b, t], config.ntl_kind, reduction="none"
+    )  # (N, P)
+    return per_place.mean(-1).sum() / denom
+
+
+def aggregate_term(
+    config: NumberAdapterConfig, logits: torch.Tensor, labels: torch.Tensor, digit_embeddings: torch.Tensor
+) -> torch.Tensor:
+    """L_AUX of the digit-aggregation paper (eq. 2) on the aligned LM logits."""
+    from numadapter.encodings.aggregate import aggregate_loss
+
+    ids = config.digit_token_ids
+    table = digit_embeddings.new_zeros(max(ids) + 1, digit_embeddings.shape[-1])  # rows only for the digit ids
+    table[ids] = digit_embeddings
+    return aggregate_loss(logits, labels, ids, table, lam=config.aggregate_loss_lambda).aux
+
+
+def _tensors(outputs: dict) -> list[torch.Tensor]:
+    found = []
+    for value in outputs.values():
+        if hasattr(value, "digit_logits"):
+            found += [t for t in (value.digit_logits, value.sign_logits) if t is not None]
+        elif isinstance(value, torch.Tensor):
+            found.append(value)
+    return found
+
+
+def combine(
+    config: NumberAdapterConfig,
+    head: torch.nn.Module | None,
+    logits: torch.Tensor,
+    outputs: dict | None,
+    plan: NumberPlan,
+    num_items_in_batch,
+    digit_embeddings: torch.Tensor | None,
+) -> dict[str, torch.Tensor | None]:
+    """All loss terms and their weighted sum (keys: loss, lm_loss, number_loss, ntl_loss, aggregate_loss).
+
+    `outputs` are the number head's outputs at the target rows (``plan.target_index``), or None without a head.
+    """
+    denom = normaliser(plan.lm_labels, num_items_in_batch).to(logits.device)
+    lm_loss, ntl = lm_terms(config, logits, plan.lm_labels, denom)
+    terms: dict[str, torch.Tensor | None] = {"lm_loss": lm_loss, "number_loss": None, "ntl_loss": ntl}
+    terms["aggregate_loss"] = None
+    if config.encoding == "digits":
+        lam = config.aggregate_loss_lambda
+        loss = lm_loss
+        if lam < 1.0:
+            if digit_embeddings is None:
+                raise RuntimeError("the aggregate loss needs the digit embeddings; they were not captured.")
+            aux = aggregate_term(config, logits, plan.lm_labels, digit_embeddings)
+            terms["aggregate_loss"] = aux
+            loss = lam * lm_loss + (1.0 - lam) * aux
+    else:
+        number = torch.zeros((), device=lm_loss.device)
+        if head is not None and outputs is not None:
+            number = head_loss(head, outputs, plan, denom)
+            if config.ntl_weight > 0 and config.encoding == "fone" and plan.targets is not None:
+                ntl = terms["ntl_loss"] = fone_ntl(config, outputs, plan, denom)
+        terms["number_loss"] = number
+        loss = lm_loss + config.number_loss_weight * number
+    if ntl is not None:
+        loss = loss + config.ntl_weight * ntl
+    terms["loss"] = loss
+    return terms

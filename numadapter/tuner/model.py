@@ -1,0 +1,331 @@
+"""`NumberAdapterModel`: PEFT's LoRA tuner plus the number machinery (DESIGN.md points 2-7).
+
+On top of `peft.LoraModel` it
+
+1. binds the adapter to the base model (`_bind`): checks the architecture and task type, re-applies the
+   embedding resize recorded in the config (``original_vocab_size`` -> ``resized_vocab_size``; a base of another
+   shape is refused with both shapes named), and detects ties by storage;
+2. makes the [NUM] / [AGG] embedding rows PEFT trainable tokens (`token_rows`), tied where the weights are tied;
+3. keeps one `NumberModules` (input module + head) per adapter in ``number_modules``, saved with the adapter;
+4. in `forward`, pops the number tensors, validates them against the ids (`inputs`), arms the side buffer and the
+   hooks (`hooks`), runs the model without labels, then runs the head and the loss (`loss`).
+
+The class is registered with PEFT under ``PeftType.NUMADAPTER`` (`registration`), so ``peft.get_peft_model``,
+``PeftModel.from_pretrained`` and ``AutoPeftModelFor*`` build it; the PeftModel they return is a genuine
+`peft.PeftModelForCausalLM` / `peft.PeftModelForSeq2SeqLM` whose forward reaches `NumberAdapterModel.forward`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import nullcontext
+
+import torch
+from peft import LoraModel
+from peft.utils.other import TrainableTokensWrapper
+from torch import nn
+
+from numadapter.config import NumberAdapterConfig
+from numadapter.tuner.hooks import number_hooks
+from numadapter.tuner.inputs import plan_causal, plan_seq2seq, pop_number_kwargs
+from numadapter.tuner.loss import NumberCausalLMOutput, NumberSeq2SeqLMOutput, combine, head_outputs
+from numadapter.tuner.number_modules import NumberModules, number_token_ids
+from numadapter.tuner.patches import base_weight, detect_architecture, resize_embeddings, tied_group
+from numadapter.tuner.side_buffer import SideBuffer
+from numadapter.tuner.token_rows import initial_rows, wrap_number_rows, zero_rows
+
+NUMBER_MODULES = "number_modules"
+
+
+def _ddp() -> bool:
+    """Whether this is a plain multi-process run (DDP), where every trainable parameter must get a gradient."""
+    from peft.utils.integrations import check_deepspeed_zero3_enabled
+
+    distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+    return distributed and not check_deepspeed_zero3_enabled()
+
+
+def _shape_error(config: NumberAdapterConfig, rows: int, hidden: int) -> ValueError:
+    trained = f"[{config.original_vocab_size}, {config.base_hidden_size}]"
+    resized = f"[{config.resized_vocab_size}, {config.base_hidden_size}]"
+    return ValueError(
+        f"This numadapter adapter was trained on a base model whose input embedding is {trained} (resized to "
+        f"{resized} by numadapter), but the model it is applied to has an input embedding of [{rows}, {hidden}]: "
+        f"load it onto the base model it was trained from (base_model_name_or_path="
+        f"{config.base_model_name_or_path!r})."
+    )
+
+
+class NumberAdapterModel(LoraModel):
+    """LoRA tuner with number embeddings, number heads and the number loss (see the module docstring)."""
+
+    prefix: str = "lora_"
+
+    # -- per-adapter setup ------------------------------------------------------------------------------------------
+    def _ensure_state(self) -> None:
+        if NUMBER_MODULES not in self._modules:
+            self.number_modules = nn.ModuleDict()
+            self._buffer = SideBuffer()
+            self._binding: dict | None = None
+            self._numbers_enabled = True
+
+    def inject_adapter(
+        self,
+        model: nn.Module,
+        adapter_name: str,
+        autocast_adapter_dtype: bool = True,
+        low_cpu_mem_usage: bool = False,
+        state_dict: dict[str, torch.Tensor] | None = None,
+    ) -> None:
+        self._ensure_state()
+        config = self.peft_config[adapter_name]
+        if not isinstance(config, NumberAdapterConfig):
+            raise TypeError(f"NumberAdapterModel needs a NumberAdapterConfig, got {type(config).__name__}.")
+        self._bind(model, config)
+        user_tokens = config.trainable_token_indices
+        if isinstance(user_tokens, dict):
+            raise ValueError(
+                f"NumberAdapterConfig takes `trainable_token_indices` as a list of input-embedding token ids, got a "
+                f"dict {user_tokens!r}: numadapter places the trainable rows itself (tied where the weights are)."
+            )
+        config.trainable_token_indices = None  # numadapter wraps the rows itself (see token_rows)
+        try:
+            super().inject_adapter(
+                model,
+                adapter_name,
+                autocast_adapter_dtype=autocast_adapter_dtype,
+                low_cpu_mem_usage=low_cpu_mem_usage,
+                state_dict=state_dict,
+            )
+        finally:
+            config.trainable_token_indices = user_tokens
+        number_row = self._add_rows(model, adapter_name, config, list(user_tokens or []))
+        self._add_modules(model, adapter_name, config, number_row)
+
+    def _bind(self, model: nn.Module, config: NumberAdapterConfig) -> None:
+        arch = detect_architecture(model)
+        if config.task_type != arch.task_type:
+            raise ValueError(
+                f"{arch.model_class} needs NumberAdapterConfig(task_type={arch.task_type!r}), got "
+                f"task_type={config.task_type!r}: set it, or use numadapter.get_peft_model, which sets it."
+            )
+        fix = "use numadapter.get_peft_model(model, config, tokenizer=tokenizer), which adds the tokens and sets it"
+        if config.encoding in ("fone", "xval") and config.num_token_id is None:
+            raise ValueError(f"encoding={config.encoding!r} needs `num_token_id` (the {config.num_token} id): {fix}.")
+        if config.encoding == "digits" and config.aggregate and config.agg_token_id is None:
+            raise ValueError(f"aggregate=True needs `agg_token_id` (the {config.agg_token} id): {fix}.")
+        if config.digit_token_ids is None and (
+            config.aggregate
+            or config.aggregate_loss_lambda < 1.0
+            or (config.ntl_weight > 0 and config.encoding != "fone")
+        ):
+            raise ValueError(
+                f"aggregate / NTL on the LM head / aggregate_loss_lambda < 1 need `digit_token_ids`: {fix}."
+            )
+        rows, hidden = base_weight(model.get_input_embeddings()).shape
+        if config.base_hidden_size is not None and config.base_hidden_size != hidden:
+            raise _shape_error(config, rows, hidden)
+        binding = self._binding
+        ids = number_token_ids(config) + list(config.digit_token_ids or [])
+        if binding is None:
+            if any(isinstance(m, TrainableTokensWrapper) for m in model.modules()):
+                raise ValueError("the base model already has PEFT trainable tokens; pass an unwrapped base model.")
+            original = rows if config.original_vocab_size is None else config.original_vocab_size
+            resized = config.resized_vocab_size
+            if resized is None:
+                resized = max([original] + [i + 1 for i in ids])
+            if rows == original:
+                resize_embeddings(model, resized)
+            elif rows != resized:
+                config.original_vocab_size, config.resized_vocab_size = original, resized
+                config.base_hidden_size = config.base_hidden_size or hidden
+                raise _shape_error(config, rows, hidden)
+            config.original_vocab_size, config.resized_vocab_size, config.base_hidden_size = original, resized, hidden
+            tied, untied_output = tied_group(model)
+            self._binding = {"arch": arch, "tied": tied, "untied_output": untied_output, "rows": resized}
+        else:
+            if config.resized_vocab_size not in (None, binding["rows"]):
+                raise _shape_error(config, binding["rows"], hidden)
+            config.resized_vocab_size = binding["rows"]
+            config.original_vocab_size = config.original_vocab_size or binding["rows"]
+            config.base_hidden_size = hidden
+        bad = [i for i in ids if not 0 <= i < config.resized_vocab_size]
+        if bad:
+            raise ValueError(
+                f"token ids {bad} are outside the resized vocabulary of {config.resized_vocab_size} rows: set "
+                "`resized_vocab_size` >= the tokenizer length (numadapter.get_peft_model does)."
+            )
+
+    def _add_rows(
+        self, model: nn.Module, adapter_name: str, config: NumberAdapterConfig, user_ids: list[int]
+    ) -> torch.Tensor | None:
+        """Trainable [NUM] / [AGG] rows; returns the initial input [NUM] row (or None)."""
+        number_ids = number_token_ids(config)
+        ids = number_ids + [i for i in user_ids if i not in number_ids]
+        if not ids:
+            return None
+        tied, untied_output = self._binding["tied"], self._binding["untied_output"]
+        weights = [base_weight(model.get_submodule(tied[0]))]
+        if untied_output is not None:
+            weights.append(base_weight(model.get_submodule(untied_output)))
+        inits = [
+            initial_rows(w, number_ids, config.num_token_id, config.digit_token_ids, config.original_vocab_size)
+            for w in weights
+        ]
+        for weight in weights:
+            zero_rows(weight, number_ids)
+        sources = wrap_number_rows(
+            model,
+            adapter_name,
+            ids,
+            tied,
+            untied_output,
+            inference_mode=config.inference_mode,
+            activate=adapter_name in self.active_adapters,
+        )
+        with torch.no_grad():
+            for source, init in zip(sources, inits):
+                delta = source.token_adapter.trainable_tokens_delta[adapter_name]
+                if delta.device.type != "meta" and init.device.type != "meta":
+                    delta[: len(number_ids)] = init.to(delta.dtype)
+        if config.num_token_id in number_ids:
+            return inits[0][number_ids.index(config.num_token_id)]
+        return None
+
+    def _add_modules(
+        self, model: nn.Module, adapter_name: str, config: NumberAdapterConfig, number_row: torch.Tensor | None
+    ) -> None:
+        weight = base_weight(model.get_input_embeddings())
+        modules = NumberModules(config, config.base_hidden_size, model.config)
+        if any(p.is_meta for p in modules.parameters()):  # created under init_empty_weights: loading assigns them
+            number_row = None
+        else:
+            modules.to(weight.device, torch.float32)
+        if number_row is not None:
+            modules.init_from_row(number_row)
+        trainable = adapter_name in self.active_adapters and not config.inference_mode
+        modules.requires_grad_(trainable)
+        self.number_modules[adapter_name] = modules
+
+    # -- adapter management: keep the number modules in step with the LoRA layers -----------------------------------
+    def set_adapter(self, adapter_name: str | list[str], inference_mode: bool = False) -> None:
+        super().set_adapter(adapter_name, inference_mode=inference_mode)
+        active = [adapter_name] if isinstance(adapter_name, str) else list(adapter_name)
+        for name, modules in self.number_modules.items():
+            modules.requires_grad_(name in active and not inference_mode)
+
+    def set_requires_grad(self, adapter_names: str | Sequence[str], requires_grad: bool = True) -> None:
+        super().set_requires_grad(adapter_names, requires_grad=requires_grad)
+        for name in [adapter_names] if isinstance(adapter_names, str) else adapter_names:
+            if name in self.number_modules:
+                self.number_modules[name].requires_grad_(requires_grad)
+
+    def delete_adapter(self, adapter_name: str) -> None:
+        super().delete_adapter(adapter_name)
+        if adapter_name in self.number_modules:
+            del self.number_modules[adapter_name]
+
+    def _enable_adapter_layers(self, enabled: bool = True) -> None:
+        super()._enable_adapter_layers(enabled)
+        self._numbers_enabled = enabled
+
+    @classmethod
+    def _remove_adapter_name_from_key(cls, key: str, adapter_name: str) -> str:
+        marker = f"{NUMBER_MODULES}.{adapter_name}."
+        if marker in key:
+            return key.replace(marker, f"{NUMBER_MODULES}.", 1)
+        return super()._remove_adapter_name_from_key(key, adapter_name)
+
+    def _number_adapter(self) -> str | None:
+        if not self.__dict__.get("_numbers_enabled", True) or NUMBER_MODULES not in self._modules:
+            return None
+        active = [name for name in self.active_adapters if name in self.number_modules]
+        if len(active) > 1:
+            raise ValueError(
+                f"numadapter runs one number adapter at a time, active: {active}; call set_adapter(name)."
+            )
+        return active[0] if active else None
+
+    # -- forward ----------------------------------------------------------------------------------------------------
+    def forward(self, *args, **kwargs):
+        """Runs the model with number tensors; returns a `NumberCausalLMOutput` / `NumberSeq2SeqLMOutput`.
+
+        Keyword arguments: the model's own (``input_ids``, ``attention_mask``, ``labels``, ``past_key_values``, ...),
+        ``num_items_in_batch`` (CE normaliser, see `numadapter.tuner.loss`), and the number tensors of
+        `numadapter.tuner.inputs` (``num_mask``, ``num_digits``, ``num_sign``, ``num_values``; T5 also
+        ``labels_num_*`` / ``decoder_num_*``).
+        """
+        if args:
+            if len(args) > 1 or "input_ids" in kwargs:
+                raise TypeError("NumberAdapterModel.forward takes the model inputs as keyword arguments.")
+            kwargs["input_ids"] = args[0]
+        given = pop_number_kwargs(kwargs)
+        adapter = self._number_adapter()
+        if adapter is None:  # adapters disabled: the base model (number tensors are not used)
+            return self.model(**kwargs)
+        config = self.peft_config[adapter]
+        modules = self.number_modules[adapter]
+        arch = self._binding["arch"]
+        labels = kwargs.pop("labels", None)
+        num_items_in_batch = kwargs.pop("num_items_in_batch", None)
+        return_dict = kwargs.pop("return_dict", None)
+        if labels is not None and kwargs.get("shift_labels") is not None:
+            raise ValueError("`shift_labels` is not supported by numadapter; pass `labels` aligned with input_ids.")
+        if labels is not None and kwargs.get("logits_to_keep") not in (None, 0):
+            raise ValueError(
+                f"training needs logits at every position, got logits_to_keep={kwargs['logits_to_keep']}."
+            )
+        marker = modules.marker_token_id
+        with_head = modules.head is not None
+        if arch.is_encoder_decoder:
+            encoder_ids = kwargs.get("input_ids") if kwargs.get("encoder_outputs") is None else None
+            plan = plan_seq2seq(
+                config,
+                marker,
+                encoder_ids,
+                kwargs.get("decoder_input_ids"),
+                labels,
+                given,
+                with_head,
+                self.model._shift_right,
+            )
+            if plan.decoder_input_ids is not None:
+                kwargs["decoder_input_ids"] = plan.decoder_input_ids
+            current = None
+        else:
+            plan = plan_causal(config, marker, kwargs.get("input_ids"), labels, given, with_head)
+            current = "input"
+        want_rows = bool(
+            (modules.needs_digit_embeddings and plan.sides)
+            or (labels is not None and config.encoding == "digits" and config.aggregate_loss_lambda < 1.0)
+        )
+        with (
+            self._buffer.arm(plan.sides, current) as buffer,
+            number_hooks(self.model, arch, buffer, modules, with_head, config.digit_token_ids, want_rows),
+        ):
+            out = self.model(**kwargs, return_dict=True)
+            hidden, digit_rows = buffer.hidden, buffer.digit_embeddings
+        training = labels is not None and modules.head is not None
+        with torch.no_grad() if training else nullcontext():  # reported outputs; the loss reads target rows only
+            outputs = head_outputs(modules.head, hidden)
+        fields: dict[str, torch.Tensor | None] = {}
+        if "digit" in outputs:
+            fields["number_logits"] = outputs["digit"].digit_logits
+            fields["number_sign_logits"] = outputs["digit"].sign_logits
+        if "pred" in outputs:
+            fields["number_values"] = modules.head.predict(outputs["pred"])
+        if labels is not None:
+            target_outputs = None
+            if training:
+                index = plan.target_index or (hidden.new_zeros(0, dtype=torch.long),) * 2
+                target_outputs = head_outputs(modules.head, hidden[index])  # (N, ...) with gradient
+            fields.update(
+                combine(config, modules.head, out.logits, target_outputs, plan, num_items_in_batch, digit_rows)
+            )
+            if torch.is_grad_enabled() and not plan.sides and modules.embedding is not None and _ddp():
+                # no numbers in this batch: keep the input module in the graph with a zero gradient, so DDP does not
+                # report unused parameters (not under ZeRO-3, where parameters are partitioned outside forward)
+                fields["loss"] = fields["loss"] + sum(p.sum() * 0.0 for p in modules.embedding.parameters())
+        cls = NumberSeq2SeqLMOutput if arch.is_encoder_decoder else NumberCausalLMOutput
+        result = cls(**dict(out.items()), **fields)
+        return result.to_tuple() if return_dict is False else result

@@ -1,0 +1,163 @@
+"""Registers numadapter with PEFT, so `peft.get_peft_model` / `PeftModel.from_pretrained` / `AutoPeftModel*` work.
+
+PEFT 0.21's `register_peft_method` only accepts names that already exist in the closed `PeftType` enum and refuses
+a prefix that is already taken ("lora_" is LoRA's; numadapter's layers are real LoRA layers). This module therefore
+does by hand, once, what `register_peft_method` would do:
+
+1. adds a member ``PeftType.NUMADAPTER`` to PEFT's string enum (the same bookkeeping `enum` does for a member defined
+   in the class body: ``_member_map_``, ``_value2member_map_``, ``_member_names_``, the class attribute);
+2. fills ``PEFT_TYPE_TO_CONFIG_MAPPING`` / ``PEFT_TYPE_TO_TUNER_MAPPING`` / ``PEFT_TYPE_TO_PREFIX_MAPPING``
+   (prefix ``"lora_"``);
+3. wraps the ``get_peft_model_state_dict`` that ``PeftModel.save_pretrained`` calls so that, for numadapter adapters
+   only, ``save_embedding_layers="auto"`` means False: PEFT's "auto" saves the *whole* embedding and LM head as soon
+   as the vocabulary was resized, but numadapter re-creates the resize itself when loading and saves the [NUM]/[AGG]
+   rows as PEFT trainable tokens (a few KB instead of hundreds of MB). An explicit ``True`` is still honoured.
+
+The enum *value* is the string written to ``adapter_config.json`` as ``peft_type``. PEFT looks it up in
+``PEFT_TYPE_TO_CONFIG_MAPPING[<value>]`` when loading, so in a process that did not ``import numadapter`` the
+failure is ``KeyError: 'NUMADAPTER (requires `import numadapter` before loading)'``: the error names its own fix.
+
+Version guard: this is done at import time only for peft >= 0.21, < 0.22 (the range it is written and tested for).
+Outside it, importing numadapter leaves PEFT untouched and warns; `numadapter.get_peft_model` then registers anyway
+(``register(force=True)``) with a warning, while the ``peft.get_peft_model`` / ``PeftModel.from_pretrained`` path
+fails with the KeyError above; the warning says to use `numadapter.get_peft_model` or install peft>=0.21,<0.22.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from typing import Any
+
+import peft
+from packaging.version import Version
+from peft.utils.peft_types import PeftType
+
+PEFT_TYPE_NAME = "NUMADAPTER"
+PEFT_TYPE_VALUE = "NUMADAPTER (requires `import numadapter` before loading)"
+PEFT_PREFIX = "lora_"
+SUPPORTED_PEFT = (Version("0.21"), Version("0.22"))  # [low, high)
+
+_state: dict[str, Any] = {"registered": False, "warned": False}
+
+
+def peft_version_supported(version: str | None = None) -> bool:
+    """Whether a peft version (default: the installed one) is in the tested range ``>=0.21,<0.22``."""
+    parsed = Version(version or peft.__version__)
+    return SUPPORTED_PEFT[0] <= Version(parsed.base_version) < SUPPORTED_PEFT[1]
+
+
+def _range_text() -> str:
+    return f"peft>={SUPPORTED_PEFT[0]},<{SUPPORTED_PEFT[1]}"
+
+
+def is_registered() -> bool:
+    """Whether numadapter is registered with PEFT in this process."""
+    return bool(_state["registered"])
+
+
+def _add_enum_member() -> PeftType:
+    """Adds ``PeftType.NUMADAPTER`` (idempotent) and returns it."""
+    existing = PeftType.__members__.get(PEFT_TYPE_NAME)
+    if existing is not None:
+        return existing
+    member = str.__new__(PeftType, PEFT_TYPE_VALUE)
+    member._name_ = PEFT_TYPE_NAME
+    member._value_ = PEFT_TYPE_VALUE
+    member.__objclass__ = PeftType
+    if hasattr(PeftType, "_add_member_"):  # Python >= 3.13
+        PeftType._add_member_(PEFT_TYPE_NAME, member)
+    else:
+        PeftType._member_map_[PEFT_TYPE_NAME] = member
+        PeftType._member_names_.append(PEFT_TYPE_NAME)
+        type.__setattr__(PeftType, PEFT_TYPE_NAME, member)
+    PeftType._value2member_map_[PEFT_TYPE_VALUE] = member
+    return member
+
+
+def _patch_state_dict_for_save() -> None:
+    """Makes ``save_embedding_layers="auto"`` mean False for numadapter adapters in `PeftModel.save_pretrained`."""
+    import peft.peft_model as peft_model_module
+
+    original = peft_model_module.get_peft_model_state_dict
+    if getattr(original, "_numadapter_wrapped", False):
+        return
+
+    @functools.wraps(original)
+    def get_peft_model_state_dict(
+        model, state_dict=None, adapter_name="default", unwrap_compiled=False, save_embedding_layers="auto"
+    ):
+        config = model.peft_config[adapter_name]
+        if save_embedding_layers == "auto" and config.peft_type == PEFT_TYPE_VALUE:
+            save_embedding_layers = False
+        return original(
+            model,
+            state_dict=state_dict,
+            adapter_name=adapter_name,
+            unwrap_compiled=unwrap_compiled,
+            save_embedding_layers=save_embedding_layers,
+        )
+
+    get_peft_model_state_dict._numadapter_wrapped = True
+    peft_model_module.get_peft_model_state_dict = get_peft_model_state_dict
+
+
+def register(force: bool = False) -> PeftType | None:
+    """Registers numadapter with PEFT (idempotent).
+
+    Args:
+        force: register even when the installed peft is outside ``>=0.21,<0.22`` (with a warning). Without it an
+            unsupported peft is left untouched and None is returned.
+
+    Returns:
+        ``PeftType.NUMADAPTER``, or None when the peft version is unsupported and `force` is False.
+
+    Raises:
+        RuntimeError: `force` was given and PEFT's internals differ too much to register; the message says which
+            peft versions work.
+    """
+    if _state["registered"]:
+        return PeftType[PEFT_TYPE_NAME]
+    if not peft_version_supported():
+        if not force:
+            if not _state["warned"]:
+                _state["warned"] = True
+                warnings.warn(
+                    f"numadapter supports {_range_text()}, found peft {peft.__version__}: it did not register itself "
+                    "with PEFT, so `peft.get_peft_model(model, NumberAdapterConfig(...))` and "
+                    "`PeftModel.from_pretrained` will not find it. Use `numadapter.get_peft_model(...)` (it registers "
+                    f"anyway, untested) or install {_range_text()}.",
+                    stacklevel=2,
+                )
+            return None
+        warnings.warn(
+            f"numadapter is tested with {_range_text()}, found peft {peft.__version__}: registering anyway.",
+            stacklevel=2,
+        )
+    from peft.mapping import PEFT_TYPE_TO_CONFIG_MAPPING, PEFT_TYPE_TO_PREFIX_MAPPING, PEFT_TYPE_TO_TUNER_MAPPING
+
+    from numadapter.config import NumberAdapterConfig
+    from numadapter.tuner.model import NumberAdapterModel
+
+    try:
+        member = _add_enum_member()
+        PEFT_TYPE_TO_CONFIG_MAPPING[member] = NumberAdapterConfig
+        PEFT_TYPE_TO_TUNER_MAPPING[member] = NumberAdapterModel
+        PEFT_TYPE_TO_PREFIX_MAPPING[member] = PEFT_PREFIX
+        _patch_state_dict_for_save()
+    except Exception as exc:  # pragma: no cover - only on an incompatible peft
+        raise RuntimeError(
+            f"numadapter could not register with peft {peft.__version__} ({type(exc).__name__}: {exc}); "
+            f"install {_range_text()}."
+        ) from exc
+    _state["registered"] = True
+    return member
+
+
+def peft_type_for_config() -> PeftType | str:
+    """The ``peft_type`` a `NumberAdapterConfig` carries: the enum member once registered, else its plain value."""
+    member = register()
+    return member if member is not None else PEFT_TYPE_VALUE
+
+
+register()  # at import: `import numadapter` (which imports this module) is all a user needs
