@@ -24,6 +24,7 @@ from numadapter.encodings import (
     fone_decode,
     fone_features,
 )
+from numadapter.generation import NumberGenerationOutput, generate
 from numadapter.heads import FoNEDigitHead, RegressionHead
 from numadapter.mapping import get_peft_model
 from numadapter.ntl import NTLoss
@@ -39,6 +40,7 @@ __all__ = [
     "FoNEEmbedding",
     "NTLoss",
     "NumberAdapterConfig",
+    "NumberGenerationOutput",
     "NumberOutOfRangeError",
     "NumberSpan",
     "NumberTokenizer",
@@ -48,5 +50,6 @@ __all__ = [
     "find_numbers",
     "fone_decode",
     "fone_features",
+    "generate",
     "get_peft_model",
 ]

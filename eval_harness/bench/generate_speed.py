@@ -1,0 +1,243 @@
+"""Per-token generation time: `numadapter.generation.generate` vs transformers' ``model.generate``.
+
+Text without numbers, greedy, the same prompts and ``max_new_tokens`` with ``min_new_tokens`` equal to it (every
+run produces exactly the same number of tokens), text in and text out on every side:
+
+- ``numadapter``: ``generate(adapted, ntok, prompts)`` on the number-adapted PEFT model (FoNE by default): its own
+  decode loop with KV cache, number hooks and side buffer.
+- ``hf_adapted``: ``tokenizer(prompts)`` + ``adapted.generate(...)`` + ``batch_decode``: transformers' loop on the
+  *same* adapted model (same LoRA and [NUM] rows; no number hooks are needed on text without numbers). The ratio
+  ``numadapter / hf_adapted`` is the cost of numadapter's loop itself; the target is <= 1.05.
+- ``hf_base``: the same on the base model without any adapter. ``numadapter / hf_base`` adds what the adapter costs
+  per token (LoRA matmuls, the [NUM] embedding / LM-head rows), which is not the loop's doing.
+- ``numadapter_merged``: ``generate`` on a copy of the adapted model after ``merge_adapter()`` (LoRA and the [NUM]
+  rows folded into the base weights, as for deployment; the number hooks stay). ``numadapter_merged / hf_base`` is
+  numadapter's whole per-token overhead over plain transformers generation with the adapter's weights merged.
+
+Models are random-init Llama-shaped (``--sizes``, default a tiny 64-wide 2-layer model, which is overhead-dominated,
+and a 512-wide 4-layer one) with the local byte-level BPE of `numadapter.toy`. Each repetition runs every side once,
+in rotating order, so drifts in machine load hit all alike; reported are per-token medians and the median of the
+per-repetition ratios. The generated ids of ``numadapter`` and ``hf_adapted`` are checked to be equal.
+
+Run: ``python -m eval_harness.bench.generate_speed [--sizes 64x2,512x4] [--batch-size 1] [--new-tokens 64]
+[--repeats 9] [--threads 1] [--clock thread] [--json out.json]``. On a shared machine ``--threads 1 --clock thread``
+measures the CPU time of the calling thread instead of wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import statistics
+import tempfile
+import time
+from typing import Any
+
+import torch
+
+PROMPTS = [
+    "Alice and Bob went to the store on a Monday and",
+    "The report of the company was about the river and the city, which",
+    "What is the answer to the question of the students",
+    "Grace counted the books",
+    "People in London and Paris",
+    "The average of the cost",
+    "Henry received a ticket from the store in Tokyo after",
+    "It",
+]
+SIDES = ("numadapter", "hf_adapted", "hf_base", "numadapter_merged")
+
+
+def build(hidden: int, layers: int, encoding: str, rank: int, tokenizer_dir: str) -> dict[str, Any]:
+    """Tokenizer, NumberTokenizer, base model and number-adapted model (random init, float32, eval mode)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from numadapter.config import NumberAdapterConfig
+    from numadapter.mapping import get_peft_model
+    from numadapter.tokenization import NumberTokenizer
+    from numadapter.toy import build_tokenizer
+
+    tokenizer = build_tokenizer("digits", tokenizer_dir, padding_side="left")
+    heads = max(1, hidden // 64)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer) + 1, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+        num_attention_heads=heads, num_key_value_heads=max(1, heads // 2), max_position_embeddings=1024,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    base = LlamaForCausalLM(config).eval()
+    settings = dict(aggregate=True) if encoding == "digits" else {}
+    adapter_config = NumberAdapterConfig(
+        encoding=encoding, r=rank, lora_alpha=2 * rank, target_modules=["q_proj", "v_proj"], **settings
+    )
+    adapted = get_peft_model(copy.deepcopy(base), adapter_config, tokenizer=tokenizer).eval()
+    ntok = NumberTokenizer(tokenizer, adapter_config)
+    merged = copy.deepcopy(adapted)
+    merged.merge_adapter()
+    return {"tokenizer": tokenizer, "ntok": ntok, "base": base, "adapted": adapted, "merged": merged}
+
+
+def _sides(parts: dict[str, Any], prompts: list[str], new_tokens: int) -> dict[str, Any]:
+    from numadapter.generation import generate
+
+    tokenizer = parts["tokenizer"]
+
+    def hf(model: Any) -> Any:
+        def run() -> list[list[int]]:
+            enc = tokenizer(prompts, padding=True, return_tensors="pt")
+            with torch.no_grad():
+                out = model.generate(**enc, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False)
+            tokenizer.batch_decode(out, skip_special_tokens=True)
+            return out[:, enc["input_ids"].shape[1] :].tolist()
+
+        return run
+
+    def ours(model: Any) -> Any:
+        def run() -> list[list[int]]:
+            out = generate(
+                model, parts["ntok"], prompts, max_new_tokens=new_tokens, min_new_tokens=new_tokens, return_dict=True
+            )
+            return out.token_ids
+
+        return run
+
+    return {
+        "numadapter": ours(parts["adapted"]),
+        "hf_adapted": hf(parts["adapted"]),
+        "hf_base": hf(parts["base"]),
+        "numadapter_merged": ours(parts["merged"]),
+    }
+
+
+def _time(fn: Any, clock: str) -> tuple[float, Any]:
+    now = time.thread_time if clock == "thread" else time.perf_counter
+    start = now()
+    result = fn()
+    return now() - start, result
+
+
+def run(
+    *,
+    hidden: int = 64,
+    layers: int = 2,
+    batch_size: int = 1,
+    new_tokens: int = 64,
+    repeats: int = 9,
+    warmup: int = 2,
+    encoding: str = "fone",
+    rank: int = 8,
+    threads: int | None = None,
+    clock: str = "wall",
+) -> dict[str, Any]:
+    """Measures the four sides on one model size; returns per-token medians and the ratios.
+
+    Args:
+        hidden: model width (heads of 64 dims, half as many kv heads).
+        layers: decoder layers.
+        batch_size: prompts per call (left-padded when their lengths differ).
+        new_tokens: tokens generated per prompt (``max_new_tokens = min_new_tokens``).
+        repeats: timed repetitions (each runs every side once, in rotating order).
+        warmup: untimed repetitions first.
+        encoding: the adapter's ``encoding`` (``"fone"``, ``"xval"`` or ``"digits"``, with [AGG]).
+        rank: LoRA rank on q_proj / v_proj.
+        threads: ``torch.set_num_threads`` (None: leave torch's default).
+        clock: ``"wall"`` (perf_counter) or ``"thread"`` (CPU time of this thread; use with ``threads=1``).
+
+    Returns:
+        A dict with the config, ``ms_per_token`` per side (medians), ``ratio_vs_hf_adapted`` and
+        ``ratio_vs_hf_base``, ``merged_ratio_vs_hf_base`` (medians of per-repetition ratios) and ``same_ids``
+        (numadapter == hf_adapted).
+    """
+    if clock not in ("wall", "thread"):
+        raise ValueError(f"`clock` must be 'wall' or 'thread', got {clock!r}.")
+    if threads is not None:
+        torch.set_num_threads(threads)
+    prompts = [PROMPTS[i % len(PROMPTS)] for i in range(batch_size)]
+    with tempfile.TemporaryDirectory() as tmp:
+        parts = build(hidden, layers, encoding, rank, tmp)
+    sides = _sides(parts, prompts, new_tokens)
+    results: dict[str, list[list[int]]] = {}
+    for _ in range(warmup):
+        for name, fn in sides.items():
+            results[name] = fn()
+    for name, ids in results.items():
+        if any(len(row) != new_tokens for row in ids):
+            raise RuntimeError(f"{name} generated {[len(r) for r in ids]} tokens, expected {new_tokens} per prompt.")
+    times: dict[str, list[float]] = {name: [] for name in SIDES}
+    for rep in range(repeats):
+        shift = rep % len(SIDES)
+        order = list(SIDES[shift:] + SIDES[:shift])
+        for name in order:
+            seconds, _ = _time(sides[name], clock)
+            times[name].append(seconds)
+    tokens = batch_size * new_tokens
+    per_token = {name: 1000 * statistics.median(ts) / tokens for name, ts in times.items()}
+
+    def ratio(mine: str, theirs: str) -> float:
+        return statistics.median(a / b for a, b in zip(times[mine], times[theirs]))
+
+    return {
+        "config": {
+            "hidden": hidden,
+            "layers": layers,
+            "batch_size": batch_size,
+            "new_tokens": new_tokens,
+            "repeats": repeats,
+            "encoding": encoding,
+            "rank": rank,
+            "threads": torch.get_num_threads(),
+            "clock": clock,
+            "params": sum(p.numel() for p in parts["base"].parameters()),
+        },  # fmt: skip
+        "ms_per_token": per_token,
+        "ratio_vs_hf_adapted": ratio("numadapter", "hf_adapted"),
+        "ratio_vs_hf_base": ratio("numadapter", "hf_base"),
+        "merged_ratio_vs_hf_base": ratio("numadapter_merged", "hf_base"),
+        "same_ids": results["numadapter"] == results["hf_adapted"],
+    }
+
+
+def _print(result: dict[str, Any]) -> None:
+    cfg = result["config"]
+    print(
+        f"hidden {cfg['hidden']} x {cfg['layers']} layers ({cfg['params'] / 1e6:.1f}M params), batch "
+        f"{cfg['batch_size']}, {cfg['new_tokens']} new tokens, {cfg['repeats']} reps, {cfg['threads']} thread(s), "
+        f"{cfg['clock']} clock, encoding={cfg['encoding']}"
+    )
+    for name, ms in result["ms_per_token"].items():
+        print(f"  {name:11s} {ms:8.3f} ms/token")
+    print(f"  numadapter / hf_adapted: {result['ratio_vs_hf_adapted']:.3f}  (the loop's own cost; target <= 1.05)")
+    print(f"  numadapter / hf_base:    {result['ratio_vs_hf_base']:.3f}  (incl. LoRA and [NUM] rows)")
+    print(f"  numadapter_merged / hf_base: {result['merged_ratio_vs_hf_base']:.3f}  (adapter merged)")
+    print(f"  same ids as hf_adapted:  {result['same_ids']}")
+
+
+def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="64x2,512x4", help="comma-separated HIDDENxLAYERS model sizes")
+    parser.add_argument("--batch-size", type=int, default=1, help="prompts per call")
+    parser.add_argument("--new-tokens", type=int, default=64, help="tokens generated per prompt")
+    parser.add_argument("--repeats", type=int, default=9, help="timed repetitions (interleaved)")
+    parser.add_argument("--encoding", default="fone", choices=["fone", "xval", "digits"])
+    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
+    parser.add_argument("--clock", default="wall", choices=["wall", "thread"], help="wall time or thread CPU time")
+    parser.add_argument("--json", default=None, help="also write the results to this JSON file")
+    args = parser.parse_args(argv)
+    results = []
+    for size in args.sizes.split(","):
+        hidden, layers = (int(x) for x in size.lower().split("x"))
+        result = run(
+            hidden=hidden, layers=layers, batch_size=args.batch_size, new_tokens=args.new_tokens,
+            repeats=args.repeats, encoding=args.encoding, threads=args.threads, clock=args.clock,
+        )  # fmt: skip
+        _print(result)
+        results.append(result)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(results, f, indent=2)
+    return results
+
+
+if __name__ == "__main__":
+    main()

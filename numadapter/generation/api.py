@@ -1,0 +1,294 @@
+"""`generate`: text in, text out, with every generated number decoded by the number head.
+
+Decisions (see also `numadapter.generation.loop` and `numadapter.generation.readout`):
+
+- **Prompt in the returned text.** As transformers' pipelines do: causal LMs return prompt + completion
+  (``text-generation``, ``return_full_text=True``), T5 returns the completion only (``text2text-generation``).
+  ``return_full_text`` overrides either. The prompt part is the prompt string exactly as given.
+- **Numbers.** FoNE: each generated [NUM] is rendered from the digit head's argmax digits (exact, canonical:
+  ``"-12.5"``, ``"0.001"``); xVal: from the regression head's value, with at most ``frac_digits`` fraction digits.
+  ``return_numbers=True`` also returns them raw: `ExactNumber` (FoNE) or float (xVal) per generated [NUM], in order.
+  With ``encoding="digits"`` numbers are ordinary digit tokens; the raw numbers are then those `find_numbers`
+  finds in the completion text.
+- **[AGG]** (``encoding="digits"``, ``aggregate=True``) is an input-side marker whose embedding is the aggregate of
+  the digits that *follow* it, unknown while generating; it is never generated (its logit is masked), numbers are
+  written as digit tokens. Train with [AGG] label positions masked (-100) so the model does not learn to emit it.
+- **xVal values out of range.** A predicted value that normalises beyond ``xval_clip`` (or is not finite) cannot be
+  fed back as the next [NUM] and is never clamped: by default (``xval_out_of_range="stop"``) that sequence stops
+  right after the number (rendered as predicted), with a warning and ``stop_reason="number_out_of_range"``;
+  ``"error"`` raises `NumberOutOfRangeError` instead.
+- **Beam search** is not supported (``num_beams > 1`` raises): beams would need the number features of every
+  hypothesis re-ordered with the cache, and the number head's prediction is not part of the beam score.
+- **Stopping** is per sequence: eos (kept in ``token_ids``, dropped from the text), a stop string (kept in the text),
+  an unfeedable xVal number, or ``max_new_tokens``; the others go on. ``stop_reasons`` says which.
+- The model's train/eval mode is left as it is: call ``model.eval()`` first (dropout would make outputs random).
+- With the adapters disabled (``with model.disable_adapter():``) generation runs the base model and never emits
+  [NUM] / [AGG] (there is no head to decode them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from numadapter.generation.loop import AdapterParts, decode_loop
+from numadapter.generation.prompts import encode_prompts
+from numadapter.generation.readout import NumberReader
+from numadapter.generation.sampling import TokenChooser, sampling_settings
+from numadapter.generation.stopping import RowTracker
+from numadapter.numbers import ExactNumber, find_numbers
+from numadapter.tokenization import NumberTokenizer
+from numadapter.tuner.patches import base_weight
+
+OUT_OF_RANGE_CHOICES = ("stop", "error")
+
+
+@dataclass
+class NumberGenerationOutput:
+    """Everything `generate` produced, one entry per prompt.
+
+    Attributes:
+        texts: the decoded texts (prompt + completion or completion only, see ``return_full_text``).
+        completions: the generated text only.
+        numbers: the generated numbers in order (`ExactNumber` for FoNE and digits, float for xVal).
+        token_ids: the generated token ids (the final eos included when one was generated).
+        stop_reasons: ``"eos"``, ``"stop_string"``, ``"length"`` or ``"number_out_of_range"``.
+    """
+
+    texts: list[str] = field(default_factory=list)
+    completions: list[str] = field(default_factory=list)
+    numbers: list[list[ExactNumber | float]] = field(default_factory=list)
+    token_ids: list[list[int]] = field(default_factory=list)
+    stop_reasons: list[str] = field(default_factory=list)
+
+
+def adapter_parts(model: Any) -> AdapterParts:
+    """The pieces of a numadapter PEFT model the decode loop drives; `TypeError` for anything else."""
+    from numadapter.tuner.model import NumberAdapterModel
+
+    tuner = getattr(model, "base_model", None)
+    if not isinstance(tuner, NumberAdapterModel):
+        raise TypeError(
+            f"numadapter.generate needs the PeftModel returned by numadapter.get_peft_model (or loaded with "
+            f"PeftModel.from_pretrained from a numadapter adapter), got {type(model).__name__}. For a model without a "
+            "number adapter use model.generate."
+        )
+    adapter = tuner._number_adapter()
+    name = adapter if adapter is not None else model.active_adapter
+    config = tuner.peft_config[name]
+    modules = tuner.number_modules[adapter] if adapter is not None else None
+    marker = modules.marker_token_id if modules is not None else None
+    num_id = config.num_token_id if config.encoding in ("fone", "xval") and modules is not None else None
+    return AdapterParts(
+        model=model,
+        inner=tuner.model,
+        config=config,
+        modules=modules,
+        arch=tuner._binding["arch"],
+        buffer=tuner._buffer,
+        marker=marker,
+        num_token_id=num_id,
+    )
+
+
+def _check_tokenizer(ntok: Any, parts: AdapterParts) -> None:
+    if not isinstance(ntok, NumberTokenizer):
+        raise TypeError(
+            f"`number_tokenizer` must be a numadapter NumberTokenizer, got {type(ntok).__name__}: build it with "
+            "NumberTokenizer(tokenizer, config) using the adapter's config."
+        )
+    cfg = parts.config
+    mine = (ntok.config.encoding, ntok.config.aggregate, ntok.num_token_id, ntok.agg_token_id)
+    theirs = (cfg.encoding, cfg.aggregate, cfg.num_token_id, cfg.agg_token_id)
+    if mine != theirs:
+        raise ValueError(
+            f"the NumberTokenizer (encoding, aggregate, num_token_id, agg_token_id) = {mine} does not match the "
+            f"model's adapter config {theirs}: build the NumberTokenizer with the adapter's config and tokenizer."
+        )
+
+
+def _token_ids(value: int | Sequence[int] | None, name: str, vocab: int) -> list[int]:
+    if value is None:
+        return []
+    if isinstance(value, int) and not isinstance(value, bool):
+        ids = [value]
+    elif isinstance(value, Sequence) and not isinstance(value, str):
+        ids = list(value)
+    else:
+        raise ValueError(f"`{name}` must be a token id or a list of token ids, got {value!r}.")
+    for i in ids:
+        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < vocab:
+            raise ValueError(f"`{name}` must hold token ids in [0, {vocab}), got {value!r}.")
+    return ids
+
+
+def _special_ids(parts: AdapterParts, ntok: NumberTokenizer, eos_token_id: int | Sequence[int] | None):
+    vocab = base_weight(parts.inner.get_output_embeddings()).shape[0]
+    if eos_token_id is None:
+        eos = parts.inner.generation_config.eos_token_id
+        if eos is None:
+            eos = ntok.tokenizer.eos_token_id
+        eos_ids = _token_ids(eos, "generation_config.eos_token_id", vocab)
+    else:
+        eos_ids = _token_ids(eos_token_id, "eos_token_id", vocab)
+    pad = ntok.tokenizer.pad_token_id
+    if pad is None:
+        pad = parts.inner.generation_config.pad_token_id
+    if pad is None:
+        pad = eos_ids[0] if eos_ids else 0
+    return eos_ids, int(pad) if isinstance(pad, int) else int(pad[0])
+
+
+def _check_arguments(prompts, max_new_tokens, min_new_tokens, stop_strings, num_beams, batch_size, oor, seed):
+    if isinstance(num_beams, bool) or not isinstance(num_beams, int) or num_beams != 1:
+        raise ValueError(
+            f"num_beams={num_beams!r}: numadapter.generate decodes greedily (do_sample=False) or by sampling "
+            "(do_sample=True) and has no beam search (the numbers fed back would have to follow every beam). Use "
+            "num_beams=1; for text without numbers, model.generate(..., num_beams=...) on the PEFT model works."
+        )
+    single = isinstance(prompts, str)
+    texts = [prompts] if single else prompts
+    if not isinstance(texts, Sequence) or not texts or any(not isinstance(p, str) for p in texts):
+        raise TypeError(f"`prompts` must be a string or a non-empty list of strings, got {prompts!r:.100}.")
+    for name, value, low in (("max_new_tokens", max_new_tokens, 1), ("min_new_tokens", min_new_tokens, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"`{name}` must be an integer >= {low}, got {value!r}.")
+    if min_new_tokens > max_new_tokens:
+        raise ValueError(
+            f"`min_new_tokens` ({min_new_tokens}) must be <= `max_new_tokens` ({max_new_tokens}): raise "
+            "max_new_tokens."
+        )
+    stops = [stop_strings] if isinstance(stop_strings, str) else list(stop_strings or [])
+    if any(not isinstance(s, str) or not s for s in stops):
+        raise ValueError(f"`stop_strings` must be a non-empty string or a list of them, got {stop_strings!r}.")
+    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
+        raise ValueError(f"`batch_size` must be a positive integer or None (all prompts at once), got {batch_size!r}.")
+    if oor not in OUT_OF_RANGE_CHOICES:
+        raise ValueError(f"`xval_out_of_range` must be one of {list(OUT_OF_RANGE_CHOICES)}, got {oor!r}.")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise TypeError(f"`seed` must be an integer or None, got {seed!r}.")
+    return single, list(texts), stops
+
+
+def generate(
+    model: Any,
+    number_tokenizer: NumberTokenizer,
+    prompts: str | Sequence[str],
+    *,
+    max_new_tokens: int = 64,
+    min_new_tokens: int = 0,
+    do_sample: bool = False,
+    temperature: float | None = None,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    eos_token_id: int | Sequence[int] | None = None,
+    stop_strings: str | Sequence[str] | None = None,
+    seed: int | None = None,
+    return_numbers: bool = False,
+    return_full_text: bool | None = None,
+    return_dict: bool = False,
+    use_cache: bool = True,
+    num_beams: int = 1,
+    batch_size: int | None = None,
+    xval_out_of_range: str = "stop",
+) -> Any:
+    """Generates text with a number adapter, decoding every generated number with the number head.
+
+    Args:
+        model: the PEFT model from `numadapter.get_peft_model` / ``PeftModel.from_pretrained`` (Llama, Granite, T5).
+        number_tokenizer: the `NumberTokenizer` built with the adapter's config.
+        prompts: one prompt or a list (encoded with the number tokenizer: numbers in prompts become [NUM]).
+        max_new_tokens: the most tokens generated per prompt.
+        min_new_tokens: end-of-sequence tokens are blocked until this many tokens were generated.
+        do_sample: False: greedy (argmax). True: sample with `temperature`, `top_k`, `top_p`.
+        temperature, top_k, top_p: sampling warpers, as in transformers (ignored, with a warning, when greedy).
+        eos_token_id: the id(s) that end a sequence (default: ``generation_config.eos_token_id``, else the
+            tokenizer's eos; ``[]``: none, every sequence runs to `max_new_tokens` or a stop string).
+        stop_strings: a sequence also stops when its generated text contains one of these (kept in the text, as
+            transformers does; `min_new_tokens` does not delay them).
+        seed: seeds a private random generator for sampling (same seed, same output; torch's global RNG is left
+            untouched). None: torch's global RNG.
+        return_numbers: also return the generated numbers (see the return value).
+        return_full_text: include the prompt in the returned text (default: True for causal LMs, False for T5).
+        return_dict: return a `NumberGenerationOutput` (texts, completions, numbers, ids, stop reasons).
+        use_cache: use the KV cache (False recomputes the whole sequence every step: a slow reference).
+        num_beams: must be 1 (beam search is refused with a `ValueError`).
+        batch_size: prompts per batch (None: all at once).
+        xval_out_of_range: ``"stop"`` or ``"error"``: what happens when an xVal value cannot be fed back.
+
+    Returns:
+        The text (for a single prompt string) or the list of texts; with ``return_numbers=True`` a pair
+        ``(texts, numbers)`` (numbers: a list per prompt, or one list for a single prompt string); with
+        ``return_dict=True`` a `NumberGenerationOutput` (always lists).
+    """
+    single, texts, stops = _check_arguments(
+        prompts, max_new_tokens, min_new_tokens, stop_strings, num_beams, batch_size, xval_out_of_range, seed
+    )
+    settings = sampling_settings(do_sample, temperature, top_k, top_p)
+    parts = adapter_parts(model)
+    _check_tokenizer(number_tokenizer, parts)
+    eos_ids, pad_id = _special_ids(parts, number_tokenizer, eos_token_id)
+    encoder_decoder = parts.arch.is_encoder_decoder
+    full_text = (not encoder_decoder) if return_full_text is None else bool(return_full_text)
+    device = parts.device
+    generator = None
+    if do_sample and seed is not None:
+        generator = torch.Generator(device=device)
+        generator.manual_seed(seed)
+    suppressed = []
+    if parts.modules is None:  # adapters disabled: number tokens cannot be decoded
+        suppressed = [i for i in (parts.config.num_token_id, parts.config.agg_token_id) if i is not None]
+    elif parts.config.encoding == "digits" and parts.config.aggregate:
+        suppressed = [parts.config.agg_token_id]
+    chooser = TokenChooser(settings, suppressed, eos_ids, min_new_tokens, generator, device)
+    head = parts.modules.head if parts.modules is not None else None
+    reader = NumberReader(parts.config, head) if head is not None else None
+    result = NumberGenerationOutput()
+    step = batch_size or len(texts)
+    with torch.no_grad():
+        for start in range(0, len(texts), step):
+            chunk = texts[start : start + step]
+            _generate_batch(
+                parts, number_tokenizer, chunk, reader, chooser, eos_ids, stops, pad_id,
+                max_new_tokens, use_cache, xval_out_of_range, full_text, result,
+            )  # fmt: skip
+    if return_dict:
+        return result
+    out_texts: Any = result.texts[0] if single else result.texts
+    if not return_numbers:
+        return out_texts
+    return out_texts, (result.numbers[0] if single else result.numbers)
+
+
+def _generate_batch(
+    parts, ntok, prompts, reader, chooser, eos_ids, stops, pad_id, max_new, use_cache, oor, full_text, result
+) -> None:
+    side = "right" if parts.arch.is_encoder_decoder else "left"
+    batch = encode_prompts(ntok, prompts, pad_id, side, parts.device)
+
+    def decode(ids: list[int], number_texts: list[str]) -> str:
+        return ntok.decode(ids, number_texts=number_texts, skip_special_tokens=True)
+
+    tracker = RowTracker(len(prompts), eos_ids, stops, parts.num_token_id, decode)
+    decode_loop(parts, batch, reader, chooser, tracker, max_new, use_cache, pad_id, oor)
+    for row, prompt in enumerate(prompts):
+        ids, numbers = tracker.tokens[row], tracker.numbers[row]
+        generated = [n.text for n in numbers]
+        if parts.arch.is_encoder_decoder:
+            completion = decode(ids, generated)
+        else:
+            prompt_texts = batch.number_texts[row] if parts.num_token_id is not None else []
+            head = decode(batch.ids[row], prompt_texts)
+            whole = decode(batch.ids[row] + ids, prompt_texts + generated)
+            completion = whole[len(head) :] if whole.startswith(head) else decode(ids, generated)
+        values = [n.value for n in numbers] if parts.num_token_id is not None else []
+        if parts.num_token_id is None:
+            values = [span.exact for span in find_numbers(completion)]
+        result.texts.append(prompt + completion if full_text else completion)
+        result.completions.append(completion)
+        result.numbers.append(values)
+        result.token_ids.append(list(ids))
+        result.stop_reasons.append(tracker.reasons[row])

@@ -1,0 +1,333 @@
+"""The decode loop: KV cache, left padding, and numbers fed back through the side buffer (DESIGN.md point 9).
+
+``model.generate`` cannot carry per-step side values, so numadapter runs its own loop:
+
+1. **Prefill** through the public forward of the PEFT model (``model(**inputs)``: the number tensors are validated
+   against the ids and the number features added at the prompt's [NUM] rows). Causal LMs: the left-padded prompt
+   with ``position_ids = cumsum(attention_mask) - 1`` (0 on padding) and ``logits_to_keep=1``, as transformers does.
+   T5: the encoder once, and the first decoder step from ``decoder_start_token_id``.
+2. **Steps** (cached): one new token per sequence through the transformers model inside the PEFT model, with the
+   adapter's own hooks (`numadapter.tuner.hooks.number_hooks`, installed once for the whole loop) and its side buffer
+   armed per step with the number row of the fed token: when a row's token is [NUM], its side row carries the
+   number head's prediction from the step that chose it (`readout`), on the decoder side for T5. This skips the
+   public forward's per-call validation (one host sync each) because the loop builds these tensors itself.
+3. The next token comes from the last-position logits (`sampling`); the host reads it back (the one device-to-host
+   sync per step; a second one only on steps where some row emitted [NUM], to read the numbers) and records it
+   (`stopping`).
+
+``use_cache=False`` runs the public forward on the whole sequence at every step instead (prompt + generated ids
+with their number tensors): slow, but independent of the cache and of the lean step path, which is how the tests
+check that both give the same tokens and numbers.
+"""
+
+from __future__ import annotations
+
+import warnings
+from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from transformers.modeling_outputs import BaseModelOutput
+
+from numadapter.config import NumberAdapterConfig
+from numadapter.generation.prompts import PromptBatch, position_ids
+from numadapter.generation.readout import NumberReader
+from numadapter.generation.sampling import TokenChooser
+from numadapter.generation.stopping import RowTracker
+from numadapter.numbers import NumberOutOfRangeError
+from numadapter.tuner.hooks import number_hooks
+from numadapter.tuner.number_modules import NumberModules
+from numadapter.tuner.patches import Architecture, output_module
+from numadapter.tuner.side_buffer import NumberInputs, SideBuffer
+
+FIELDS = ("mask", "digits", "sign", "values")
+
+
+@dataclass
+class AdapterParts:
+    """The pieces of a numadapter PEFT model the loop drives.
+
+    Attributes:
+        model: the ``peft.PeftModel`` (public forward: prefill and the uncached path).
+        inner: the transformers model inside it (LoRA layers injected; the cached steps call it directly).
+        config: the active adapter's `NumberAdapterConfig`.
+        modules: the active adapter's `NumberModules`, or None when the adapters are disabled.
+        arch: the architecture (causal or encoder-decoder).
+        buffer: the tuner's side buffer.
+        marker: the id whose rows carry number tensors ([NUM] or [AGG]), or None.
+        num_token_id: the [NUM] id when numbers are generated as [NUM] (fone / xval), else None.
+    """
+
+    model: torch.nn.Module
+    inner: torch.nn.Module
+    config: NumberAdapterConfig
+    modules: NumberModules | None
+    arch: Architecture
+    buffer: SideBuffer
+    marker: int | None
+    num_token_id: int | None
+
+    @property
+    def device(self) -> torch.device:
+        return self.inner.get_input_embeddings().weight.device
+
+
+@dataclass
+class Step:
+    """One forward result: the last-position logits ``[B, V]`` and the captured LM-head input ``[B, 1, H]``.
+
+    ``hidden`` is what the number head reads (None without a number head); it is only read on steps where some row
+    emitted [NUM].
+    """
+
+    logits: torch.Tensor
+    hidden: torch.Tensor | None
+
+
+def _cat_side(numbers: dict[str, torch.Tensor], prefix: str, row: NumberInputs) -> None:
+    """Appends a ``[B, 1]`` side row to full-length side tensors (in place in the dict)."""
+    for field in FIELDS:
+        numbers[prefix + field] = torch.cat((numbers[prefix + field], getattr(row, field)), dim=1)
+
+
+class _Session:
+    """Runs the model for one batch: `start` (prefill) then `advance` (one fed token per row)."""
+
+    def __init__(self, parts: AdapterParts, batch: PromptBatch, stack: ExitStack):
+        self.parts = parts
+        self.batch = batch
+        self.stack = stack
+        self.hooked = False
+        self.with_head = parts.modules is not None and parts.modules.head is not None
+
+    def _public(self, **kwargs) -> tuple[Step, Any]:
+        """The public forward of the PEFT model (validates the number tensors); captures the LM-head input.
+
+        The number head is read from the captured input at the last position (`NumberReader.predict`) rather than
+        from the forward's all-position head outputs, so that it sees exactly what the cached steps give it.
+        """
+        captured: list[torch.Tensor] = []
+
+        def capture(module: torch.nn.Module, args: tuple) -> None:
+            captured.append(args[0])
+
+        handle = output_module(self.parts.inner).register_forward_pre_hook(capture) if self.with_head else None
+        try:
+            out = self.parts.model(**kwargs)
+        finally:
+            if handle is not None:
+                handle.remove()
+        return Step(out.logits[:, -1], captured[-1][:, -1:] if captured else None), out
+
+    def _lean(self, side_name: str, side: NumberInputs | None, current: str | None, **kwargs) -> Step:
+        """One step through the transformers model with the adapter's hooks and the side buffer armed."""
+        parts = self.parts
+        if parts.modules is None:  # adapters disabled: the base model (LoRA off), no number modules
+            return Step(parts.inner(**kwargs).logits[:, -1], None)
+        if not self.hooked:
+            self.stack.enter_context(
+                number_hooks(parts.inner, parts.arch, parts.buffer, parts.modules, self.with_head, None, False)
+            )
+            self.hooked = True
+        sides = {side_name: side} if side is not None else {}
+        with parts.buffer.arm(sides, current) as buffer:
+            out = parts.inner(**kwargs)
+            hidden = buffer.hidden
+        return Step(out.logits[:, -1], hidden)
+
+
+class CausalCached(_Session):
+    """Causal LM with a KV cache: left-padded prefill, then one token per step."""
+
+    def start(self, max_new_tokens: int) -> Step:
+        batch = self.batch
+        positions = position_ids(batch.attention_mask)
+        self.mask = None
+        if batch.has_padding:
+            grown = batch.attention_mask.new_ones(batch.attention_mask.shape[0], max_new_tokens)
+            self.mask = torch.cat((batch.attention_mask, grown), dim=1)  # (B, T0 + max_new)
+        self.length = batch.input_ids.shape[1]
+        kwargs = dict(input_ids=batch.input_ids, position_ids=positions, use_cache=True, logits_to_keep=1)
+        if self.mask is not None:
+            kwargs["attention_mask"] = batch.attention_mask
+        step, out = self._public(**kwargs, **batch.numbers)
+        self.cache = out.past_key_values
+        self.position = positions[:, -1:]
+        return step
+
+    def advance(self, fed: torch.Tensor, side: NumberInputs | None) -> Step:
+        self.position = self.position + 1
+        self.length += 1
+        kwargs = dict(input_ids=fed[:, None], position_ids=self.position, past_key_values=self.cache, use_cache=True)
+        if self.mask is not None:
+            kwargs["attention_mask"] = self.mask[:, : self.length]
+        return self._lean("input", side, "input", **kwargs)
+
+
+class CausalUncached(_Session):
+    """Causal LM without cache: the public forward on the whole sequence at every step (the reference path)."""
+
+    def start(self, max_new_tokens: int) -> Step:
+        self.ids = self.batch.input_ids
+        self.mask = self.batch.attention_mask
+        self.numbers = dict(self.batch.numbers)
+        return self._run()
+
+    def _run(self) -> Step:
+        kwargs = dict(input_ids=self.ids, position_ids=position_ids(self.mask), use_cache=False, logits_to_keep=1)
+        if self.batch.has_padding:
+            kwargs["attention_mask"] = self.mask
+        return self._public(**kwargs, **self.numbers)[0]
+
+    def advance(self, fed: torch.Tensor, side: NumberInputs | None) -> Step:
+        self.ids = torch.cat((self.ids, fed[:, None]), dim=1)
+        self.mask = torch.cat((self.mask, self.mask.new_ones(self.mask.shape[0], 1)), dim=1)
+        if self.numbers:
+            _cat_side(self.numbers, "num_", side if side is not None else _zero_row(self.parts, fed))
+        return self._run()
+
+
+def _zero_row(parts: AdapterParts, fed: torch.Tensor) -> NumberInputs:
+    """A ``[B, 1]`` side row without numbers."""
+    places = parts.config.num_places
+    zeros = torch.zeros(fed.shape[0], 1, dtype=torch.long, device=fed.device)
+    digits = torch.zeros(fed.shape[0], 1, places, dtype=torch.long, device=fed.device)
+    return NumberInputs(mask=zeros, digits=digits, sign=zeros, values=zeros.float())
+
+
+def _decoder_start(parts: AdapterParts, batch: PromptBatch) -> torch.Tensor:
+    start = parts.inner.generation_config.decoder_start_token_id
+    if start is None:
+        start = parts.inner.config.decoder_start_token_id
+    if start is None:
+        raise ValueError(
+            f"{type(parts.inner).__name__} has no decoder_start_token_id (generation_config or config): set "
+            "model.generation_config.decoder_start_token_id (T5 uses the pad token id)."
+        )
+    return torch.full((batch.input_ids.shape[0], 1), int(start), dtype=torch.long, device=batch.input_ids.device)
+
+
+class Seq2SeqCached(_Session):
+    """T5 with a cache: the encoder once, then the decoder one token per step from ``decoder_start_token_id``."""
+
+    def start(self, max_new_tokens: int) -> Step:
+        batch = self.batch
+        step, out = self._public(
+            input_ids=batch.input_ids,
+            attention_mask=batch.attention_mask,
+            decoder_input_ids=_decoder_start(self.parts, batch),
+            use_cache=True,
+            **batch.numbers,
+        )
+        self.cache = out.past_key_values
+        self.encoder = BaseModelOutput(last_hidden_state=out.encoder_last_hidden_state)
+        return step
+
+    def advance(self, fed: torch.Tensor, side: NumberInputs | None) -> Step:
+        kwargs = dict(
+            encoder_outputs=self.encoder,
+            attention_mask=self.batch.attention_mask,
+            decoder_input_ids=fed[:, None],
+            past_key_values=self.cache,
+            use_cache=True,
+        )
+        return self._lean("decoder", side, None, **kwargs)
+
+
+class Seq2SeqUncached(_Session):
+    """T5 without cache: the public forward (encoder and the whole decoder sequence) at every step."""
+
+    def start(self, max_new_tokens: int) -> Step:
+        self.decoder_ids = _decoder_start(self.parts, self.batch)
+        self.decoder_numbers: dict[str, torch.Tensor] = {}
+        if self.batch.numbers:
+            row = _zero_row(self.parts, self.decoder_ids[:, 0])
+            self.decoder_numbers = {"decoder_num_" + field: getattr(row, field) for field in FIELDS}
+        return self._run()
+
+    def _run(self) -> Step:
+        batch = self.batch
+        return self._public(
+            input_ids=batch.input_ids,
+            attention_mask=batch.attention_mask,
+            decoder_input_ids=self.decoder_ids,
+            use_cache=False,
+            **batch.numbers,
+            **self.decoder_numbers,
+        )[0]
+
+    def advance(self, fed: torch.Tensor, side: NumberInputs | None) -> Step:
+        self.decoder_ids = torch.cat((self.decoder_ids, fed[:, None]), dim=1)
+        if self.decoder_numbers:
+            row = side if side is not None else _zero_row(self.parts, fed)
+            _cat_side(self.decoder_numbers, "decoder_num_", row)
+        return self._run()
+
+
+def decode_loop(
+    parts: AdapterParts,
+    batch: PromptBatch,
+    reader: NumberReader | None,
+    chooser: TokenChooser,
+    tracker: RowTracker,
+    max_new_tokens: int,
+    use_cache: bool,
+    pad_id: int,
+    on_out_of_range: str,
+) -> None:
+    """Generates up to `max_new_tokens` tokens for every row of `batch`; results land in `tracker`.
+
+    Args:
+        parts: the model pieces.
+        batch: the padded prompts.
+        reader: the number-head reader (None without a number head).
+        chooser: picks the next tokens.
+        tracker: records tokens and numbers, decides when rows stop.
+        max_new_tokens: the most tokens generated per row.
+        use_cache: cached steps (fast) or the whole sequence each step (reference).
+        pad_id: fed to rows that stopped.
+        on_out_of_range: ``"stop"`` (warn, stop that row) or ``"error"`` for an xVal value that cannot be fed back.
+    """
+    encoder_decoder = parts.arch.is_encoder_decoder
+    session_cls = {
+        (False, True): CausalCached,
+        (False, False): CausalUncached,
+        (True, True): Seq2SeqCached,
+        (True, False): Seq2SeqUncached,
+    }[(encoder_decoder, use_cache)]
+    num_id = parts.num_token_id
+    with ExitStack() as stack:
+        session = session_cls(parts, batch, stack)
+        step = session.start(max_new_tokens)
+        running: torch.Tensor | None = None  # device mask of rows still running, once some row stopped
+        for t in range(max_new_tokens):
+            chosen = chooser(step.logits, t)  # (B,)
+            tokens = chosen.tolist()  # the one host sync of the step
+            rows = [r for r in tracker.active if tokens[r] == num_id] if num_id is not None else []
+            prediction = reader.predict(step.hidden, rows) if rows and step.hidden is not None else None
+            numbers = reader.numbers(prediction, rows) if prediction is not None else {}
+            for row, number in numbers.items():
+                if not number.feedable:
+                    message = reader.out_of_range_message(number.value)
+                    if on_out_of_range == "error":
+                        raise NumberOutOfRangeError(f"sequence {row}, generated token {t}: {message}")
+                    warnings.warn(
+                        f"sequence {row} stopped at generated token {t}: {message} (pass "
+                        "xval_out_of_range='error' to raise instead).",
+                        UserWarning,
+                        stacklevel=4,
+                    )
+            stopped = tracker.record(tokens, numbers)
+            if not tracker.active or t == max_new_tokens - 1:
+                break
+            if stopped:
+                alive = torch.zeros(len(tokens), dtype=torch.bool)
+                alive[tracker.active] = True
+                running = alive.to(chosen.device)
+            fed = chosen if running is None else torch.where(running, chosen, pad_id)
+            side = None
+            if prediction is not None:
+                side = reader.side_row(prediction, fed, [r for r in rows if tracker.reasons[r] is None])
+            step = session.advance(fed, side)
+    tracker.finish()

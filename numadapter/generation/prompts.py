@@ -1,0 +1,109 @@
+"""Prompt encoding for generation: `NumberTokenizer` output padded into one batch, side tensors padded in step.
+
+DESIGN.md point 2: every transform of ``input_ids`` applies to the number side tensors in the same place. Here the
+transform is the batch padding of the prompts: left padding for causal LMs (every row ends at the last column, so
+the next token of every row is predicted at the same position, as transformers pads for generation), right padding
+for the T5 encoder. The padding is done here rather than by the tokenizer so that generation works with a tokenizer
+that has no pad token (pad rows are masked out; any id serves).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from numadapter.tokenization import NumberTokenizer
+
+SIDE_KEYS = ("num_mask", "num_digits", "num_sign", "num_values")
+
+
+@dataclass
+class PromptBatch:
+    """A padded batch of prompts.
+
+    Attributes:
+        input_ids: int64 ``[B, T]`` padded ids.
+        attention_mask: int64 ``[B, T]``, 1 on prompt tokens, 0 on padding.
+        numbers: ``num_mask`` ``[B, T]``, ``num_digits`` ``[B, T, P]``, ``num_sign`` ``[B, T]``, ``num_values``
+            ``[B, T]`` padded like the ids; empty when the encoding has no number token (plain digits).
+        ids: the unpadded prompt ids of each row.
+        number_texts: the surface forms of each row's prompt numbers, in order.
+        has_padding: whether any row is padded (else the attention mask is all ones).
+    """
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    numbers: dict[str, torch.Tensor]
+    ids: list[list[int]]
+    number_texts: list[list[str]]
+    has_padding: bool
+
+
+def encode_prompts(
+    ntok: NumberTokenizer, prompts: list[str], pad_id: int, padding_side: str, device: torch.device
+) -> PromptBatch:
+    """Encodes `prompts` with `ntok` and pads ids, mask and side tensors together.
+
+    Args:
+        ntok: the number tokenizer (its special-token settings apply: bos for Llama, eos for T5).
+        prompts: the texts.
+        pad_id: the id written into padding positions (masked out, never attended to).
+        padding_side: ``"left"`` (causal LMs) or ``"right"`` (T5 encoder).
+        device: where the tensors go.
+
+    Returns:
+        The `PromptBatch`.
+
+    Raises:
+        ValueError: a prompt encodes to no token at all (a causal LM without bos has nothing to condition on).
+    """
+    enc = ntok(prompts)
+    ids: list[list[int]] = [list(row) for row in enc["input_ids"]]
+    empty = [i for i, row in enumerate(ids) if not row]
+    if empty:
+        raise ValueError(
+            f"prompt {empty[0]} ({prompts[empty[0]]!r}) encodes to no token (this tokenizer adds no bos/eos): give "
+            "every prompt at least one character of text."
+        )
+    batch, length = len(ids), max(len(row) for row in ids)
+    input_ids = torch.full((batch, length), pad_id, dtype=torch.long)
+    attention_mask = torch.zeros(batch, length, dtype=torch.long)
+    marker = ntok.marker_token_id
+    numbers: dict[str, torch.Tensor] = {}
+    if marker is not None:
+        places = ntok.config.num_places
+        numbers = {
+            "num_mask": torch.zeros(batch, length, dtype=torch.long),
+            "num_digits": torch.zeros(batch, length, places, dtype=torch.long),
+            "num_sign": torch.zeros(batch, length, dtype=torch.long),
+            "num_values": torch.zeros(batch, length, dtype=torch.float32),
+        }
+    for b, row in enumerate(ids):
+        cols = slice(length - len(row), length) if padding_side == "left" else slice(0, len(row))
+        input_ids[b, cols] = torch.tensor(row, dtype=torch.long)
+        attention_mask[b, cols] = 1
+        if marker is not None and enc["number_texts"][b]:
+            for key in SIDE_KEYS:
+                numbers[key][b, cols] = torch.tensor(enc[key][b], dtype=numbers[key].dtype)
+    return PromptBatch(
+        input_ids=input_ids.to(device),
+        attention_mask=attention_mask.to(device),
+        numbers={key: value.to(device) for key, value in numbers.items()},
+        ids=ids,
+        number_texts=[list(texts) for texts in enc["number_texts"]],
+        has_padding=any(len(row) < length for row in ids),
+    )
+
+
+def position_ids(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Positions of a left-padded batch as transformers computes them: ``cumsum(mask) - 1``, 0 on padding.
+
+    Args:
+        attention_mask: ``[B, T]``.
+
+    Returns:
+        int64 ``[B, T]``: the first real token of every row is at position 0.
+    """
+    positions = attention_mask.long().cumsum(-1) - 1
+    return positions.masked_fill(attention_mask == 0, 0)
