@@ -15,7 +15,10 @@ Public API (everything else lives in submodules):
 - `NTLoss`, `ntl_loss_func`, `NumberLossCallback`: the Number Token Loss, also for a plain `trl.SFTTrainer`.
 """
 
+from numadapter.callbacks import NumberLossCallback, ntl_loss_func
+from numadapter.collator import NumberDataCollator
 from numadapter.config import NumberAdapterConfig
+from numadapter.data import prepare_dataset
 from numadapter.encodings import (
     AggregateEmbedding,
     FoNEEmbedding,
@@ -30,6 +33,7 @@ from numadapter.mapping import get_peft_model
 from numadapter.ntl import NTLoss
 from numadapter.numbers import ExactNumber, NumberOutOfRangeError, NumberSpan, find_numbers
 from numadapter.tokenization import NumberTokenizer
+from numadapter.trainer import NumberSeq2SeqTrainer, NumberSFTTrainer
 
 __version__ = "0.1.0"
 
@@ -40,8 +44,12 @@ __all__ = [
     "FoNEEmbedding",
     "NTLoss",
     "NumberAdapterConfig",
+    "NumberDataCollator",
     "NumberGenerationOutput",
+    "NumberLossCallback",
     "NumberOutOfRangeError",
+    "NumberSFTTrainer",
+    "NumberSeq2SeqTrainer",
     "NumberSpan",
     "NumberTokenizer",
     "RegressionHead",
@@ -52,4 +60,6 @@ __all__ = [
     "fone_features",
     "generate",
     "get_peft_model",
+    "ntl_loss_func",
+    "prepare_dataset",
 ]

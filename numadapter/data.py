@@ -1,0 +1,296 @@
+"""Dataset preparation for the number trainers: text datasets -> token ids + aligned number columns.
+
+`prepare_dataset` accepts the dataset formats TRL accepts and turns each example into per-token columns for
+`numadapter.collator.NumberDataCollator` with one `NumberTokenizer` call per batch:
+
+- language modeling: a ``text`` column (``dataset_text_field``), or ``messages`` (rendered with the tokenizer's chat
+  template), or any columns plus a ``formatting_func`` returning the text;
+- prompt-completion: ``prompt`` and ``completion``, both strings or both lists of chat messages. The completion starts
+  where the tokenized prompt and prompt + completion diverge, comparing the number rows too, so a number that the
+  completion continues ("Total: 12" + "34") belongs to the completion;
+- sequence-to-sequence (``seq2seq=True``, T5): ``prompt`` -> ``input_ids``, ``completion`` -> ``labels`` (or
+  ``messages`` whose last message, the assistant's, is the target and the rest the source, via the chat template).
+
+Output columns: ``input_ids``, ``num_mask``, ``num_digits``, ``num_sign``, ``num_values``, ``number_group`` (see
+`numadapter.collator`), ``completion_mask`` for prompt-completion data, and for seq2seq ``labels`` with
+``labels_num_*`` and ``labels_number_group``. Like TRL, an EOS token is appended to non-conversational causal texts
+that do not end with one. Truncation (``max_length``) uses `numadapter.collator.safe_slice`: a number the cut would
+split is dropped whole. Examples left without a trained token are dropped, as TRL does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from numadapter.collator import GROUP_FIELD, LABEL_PREFIX, SIDE_FIELDS, safe_slice
+from numadapter.numbers import find_numbers
+
+_ASCII_DIGITS = frozenset("0123456789")
+TOKEN_COLUMNS = ("input_ids", *SIDE_FIELDS, GROUP_FIELD)
+
+
+def _is_conversation(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and isinstance(value[0], Mapping) and "role" in value[0]
+
+
+def detect_format(example: Mapping[str, Any], dataset_text_field: str = "text") -> str:
+    """``"tokenized"``, ``"messages"``, ``"prompt_completion"``, ``"prompt_completion_chat"`` or ``"text"``."""
+    if "input_ids" in example:
+        return "tokenized"
+    if "prompt" in example and "completion" in example:
+        chat = _is_conversation(example["prompt"])
+        if chat != _is_conversation(example["completion"]):
+            raise ValueError(
+                "`prompt` and `completion` must both be strings or both be lists of chat messages, got "
+                f"{type(example['prompt']).__name__} and {type(example['completion']).__name__}."
+            )
+        return "prompt_completion_chat" if chat else "prompt_completion"
+    if "messages" in example:
+        return "messages"
+    if dataset_text_field in example:
+        return "text"
+    raise ValueError(
+        f"Cannot tell the dataset format from the columns {sorted(example)}: give a `{dataset_text_field}` column "
+        "(set `dataset_text_field` to use another), `prompt` + `completion`, or `messages`, or pass a formatting_func."
+    )
+
+
+def number_groups(tokenizer: Any, text: str, ids: Sequence[int], number_texts: Sequence[str]) -> list[int]:
+    """The ``number_group`` column of one encoded text: k on every token of its k-th number, 0 elsewhere.
+
+    fone / xval: the [NUM] token, plus the token holding its minus sign when ``sign_policy="text"``. digits: every
+    token from the number's first digit to its last (point, separators and exponent included), the [AGG] token and
+    the sign token before it; digit tokens are matched to the text's ASCII digits in order (one token per digit).
+
+    Args:
+        tokenizer: the `NumberTokenizer` that produced `ids`.
+        text: the text that was encoded (special-token strings included, as encoded).
+        ids: its token ids (unpadded, untruncated).
+        number_texts: the encoding's ``number_texts`` for this text.
+
+    Returns:
+        One int per token, or ``[]`` when the digit tokens cannot be matched to the text (e.g. a normaliser turned
+        another character into a digit); the collator then treats the example conservatively.
+    """
+    config = tokenizer.config
+    group = [0] * len(ids)
+    spans = find_numbers(text)
+    if config.encoding in ("fone", "xval"):
+        text_sign = config.sign_policy == "text"
+        positions = [t for t, i in enumerate(ids) if i == tokenizer.num_token_id]
+        signed, j = [], 0
+        for span in spans:
+            if j == len(number_texts):
+                break
+            start = span.start + (len(span.sign_text) if text_sign else 0)
+            if text[start : span.end] == number_texts[j]:
+                signed.append(text_sign and bool(span.sign_text))
+                j += 1
+        if j != len(positions):
+            return []
+        for k, (t, has_sign) in enumerate(zip(positions, signed), 1):
+            group[t] = k
+            if has_sign and t > 0:
+                group[t - 1] = k
+        return group
+    digit_ids = set(tokenizer.digit_token_ids or ())
+    token_at = [t for t, i in enumerate(ids) if i in digit_ids]
+    char_at = [c for c, char in enumerate(text) if char in _ASCII_DIGITS]
+    if len(token_at) != len(char_at):
+        return []
+    token_of_char = dict(zip(char_at, token_at))
+    marker = tokenizer.agg_token_id
+    for k, span in enumerate(spans, 1):
+        chars = [c for c in range(span.start, span.end) if text[c] in _ASCII_DIGITS]
+        if not chars:
+            continue
+        first, stop = token_of_char[chars[0]], token_of_char[chars[-1]] + 1
+        if marker is not None and first > 0 and ids[first - 1] == marker:
+            first -= 1
+        if span.sign_text and first > 0:
+            first -= 1  # the token ending with the sign character
+            if marker is not None and first > 0 and ids[first - 1] == marker:  # sign_policy="feature": [AGG] "-"
+                first -= 1
+        group[first:stop] = [k] * (stop - first)
+    return group
+
+
+def _rows(encoding: Mapping[str, Any], b: int) -> dict[str, list]:
+    return {key: list(encoding[key][b]) for key in ("input_ids", *SIDE_FIELDS)}
+
+
+def _prefix_length(a: Mapping[str, list], b: Mapping[str, list]) -> int:
+    """Tokens the two encodings share at the start, comparing ids and every number row."""
+    n = 0
+    for t in range(min(len(a["input_ids"]), len(b["input_ids"]))):
+        if any(a[key][t] != b[key][t] for key in ("input_ids", *SIDE_FIELDS)):
+            break
+        n = t + 1
+    return n
+
+
+def _append_eos(rows: dict[str, list], eos_id: int | None, places: int) -> None:
+    if eos_id is None or (rows["input_ids"] and rows["input_ids"][-1] == eos_id):
+        return
+    rows["input_ids"].append(eos_id)
+    for key, pad in (("num_mask", 0), ("num_sign", 0), ("num_values", 0.0)):
+        rows[key].append(pad)
+    rows["num_digits"].append([0] * places)
+    if rows[GROUP_FIELD]:
+        rows[GROUP_FIELD].append(0)
+
+
+def _encode(tokenizer: Any, texts: list[str], add_special_tokens: bool) -> list[dict[str, list]]:
+    enc = tokenizer(texts, add_special_tokens=add_special_tokens)
+    out = []
+    for b, text in enumerate(texts):
+        rows = _rows(enc, b)
+        rows[GROUP_FIELD] = number_groups(tokenizer, text, rows["input_ids"], enc["number_texts"][b])
+        out.append(rows)
+    return out
+
+
+def _chat(tokenizer: Any, messages: list, generation_prompt: bool = False) -> str:
+    if not getattr(tokenizer, "chat_template", None):
+        raise ValueError(
+            f"The dataset holds chat messages but {type(tokenizer.tokenizer).__name__} has no chat_template: set "
+            "tokenizer.chat_template, or give `text` / `prompt` + `completion` strings."
+        )
+    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt)
+
+
+def _causal_batch(batch: dict[str, list], tokenizer: Any, fmt: str, field: str, add_eos: bool) -> dict[str, list]:
+    n = len(next(iter(batch.values())))
+    places = tokenizer.config.num_places
+    prompts = None
+    if fmt == "text":
+        fulls, special = [batch[field][i] for i in range(n)], True
+    elif fmt == "messages":
+        fulls, special = [_chat(tokenizer, batch["messages"][i]) for i in range(n)], False
+    elif fmt == "prompt_completion":
+        prompts = [batch["prompt"][i] for i in range(n)]
+        fulls, special = [batch["prompt"][i] + batch["completion"][i] for i in range(n)], True
+    else:
+        prompts = [_chat(tokenizer, batch["prompt"][i], generation_prompt=True) for i in range(n)]
+        fulls = [_chat(tokenizer, batch["prompt"][i] + batch["completion"][i]) for i in range(n)]
+        special = False
+    full_rows = _encode(tokenizer, fulls, special)
+    prompt_rows = _encode(tokenizer, prompts, special) if prompts is not None else None
+    out: dict[str, list] = {key: [] for key in TOKEN_COLUMNS}
+    if prompt_rows is not None:
+        out["completion_mask"] = []
+    eos = tokenizer.eos_token_id if add_eos and fmt in ("text", "prompt_completion") else None
+    for i, rows in enumerate(full_rows):
+        _append_eos(rows, eos, places)
+        for key in TOKEN_COLUMNS:
+            out[key].append(rows[key])
+        if prompt_rows is not None:
+            start = _prefix_length(prompt_rows[i], rows)
+            out["completion_mask"].append([0] * start + [1] * (len(rows["input_ids"]) - start))
+    return out
+
+
+def _seq2seq_batch(batch: dict[str, list], tokenizer: Any, fmt: str) -> dict[str, list]:
+    n = len(next(iter(batch.values())))
+    if fmt == "prompt_completion":
+        sources, targets = [batch["prompt"][i] for i in range(n)], [batch["completion"][i] for i in range(n)]
+    elif fmt == "messages":
+        sources, targets = [], []
+        for messages in batch["messages"]:
+            if messages[-1].get("role") != "assistant":
+                raise ValueError(
+                    f"A sequence-to-sequence `messages` example must end with the assistant's message (the target), "
+                    f"got role {messages[-1].get('role')!r}."
+                )
+            sources.append(_chat(tokenizer, messages[:-1], generation_prompt=True))
+            targets.append(messages[-1]["content"])
+    else:
+        raise ValueError(
+            f"A sequence-to-sequence model (T5) needs a source and a target: give `prompt` + `completion` strings or "
+            f"`messages`, got the {fmt!r} format."
+        )
+    out: dict[str, list] = {}
+    for prefix, texts in (("", sources), (LABEL_PREFIX, targets)):
+        encoded = _encode(tokenizer, texts, True)
+        for key in TOKEN_COLUMNS:
+            name = "labels" if prefix and key == "input_ids" else prefix + key
+            out[name] = [rows[key] for rows in encoded]
+    return out
+
+
+def _truncate(example: dict[str, Any], max_length: int | None, mode: str, max_target: int | None, digit_ids) -> dict:
+    out = {}
+    if max_length is not None:
+        ids = example["input_ids"]
+        cut = safe_slice(len(ids), max_length, mode, example[GROUP_FIELD], ids, digit_ids)
+        for key in ("input_ids", *SIDE_FIELDS, GROUP_FIELD, "completion_mask"):
+            if key in example and example[key]:
+                out[key] = example[key][cut]
+    if max_target is not None and "labels" in example:
+        labels = example["labels"]
+        group = example.get(LABEL_PREFIX + GROUP_FIELD)
+        cut = safe_slice(len(labels), max_target, "keep_start", group, labels, digit_ids)
+        for key in ("labels", *(LABEL_PREFIX + k for k in (*SIDE_FIELDS, GROUP_FIELD))):
+            if key in example and example[key]:
+                out[key] = example[key][cut]
+    return out
+
+
+def prepare_dataset(
+    dataset: Any,
+    tokenizer: Any,
+    *,
+    seq2seq: bool = False,
+    dataset_text_field: str = "text",
+    formatting_func: Callable[[dict], str] | None = None,
+    add_eos: bool = True,
+    max_length: int | None = None,
+    truncation_mode: str = "keep_start",
+    max_target_length: int | None = None,
+    completion_only_loss: bool = True,
+    num_proc: int | None = None,
+    batch_size: int = 1000,
+) -> Any:
+    """Tokenizes a `datasets.Dataset` / `IterableDataset` of text with a `NumberTokenizer` (see the module docstring).
+
+    Args:
+        dataset: the dataset. Already tokenized data (an ``input_ids`` column) is returned unchanged.
+        tokenizer: the `numadapter.tokenization.NumberTokenizer`.
+        seq2seq: build T5 examples (``labels`` = the tokenized completion).
+        dataset_text_field: the text column of language-modeling data.
+        formatting_func: maps an example to its text (language modeling).
+        add_eos: append EOS to non-conversational causal texts that lack one.
+        max_length: truncate ``input_ids`` and its columns (numbers are never split; see `safe_slice`).
+        truncation_mode: ``"keep_start"`` or ``"keep_end"``.
+        max_target_length: truncate T5 labels (keep_start).
+        completion_only_loss: prompt-completion data: drop examples whose completion was truncated away.
+        num_proc: processes for `Dataset.map` (ignored for an `IterableDataset`).
+        batch_size: examples per tokenizer call.
+
+    Returns:
+        The tokenized dataset (original columns removed).
+    """
+    first = next(iter(dataset))
+    fmt = detect_format(first, dataset_text_field) if formatting_func is None or "input_ids" in first else "text"
+    if fmt == "tokenized":
+        return dataset
+    if formatting_func is not None:  # its text is the example, whatever other columns it has
+        dataset = dataset.map(lambda example: {"__text__": formatting_func(example)}, remove_columns=list(first))
+        dataset_text_field, first = "__text__", {"__text__": ""}
+    columns = list(first)
+    kwargs = {"batched": True, "batch_size": batch_size, "remove_columns": columns}
+    if num_proc is not None and hasattr(dataset, "num_rows"):
+        kwargs["num_proc"] = num_proc
+    if seq2seq:
+        dataset = dataset.map(_seq2seq_batch, fn_kwargs={"tokenizer": tokenizer, "fmt": fmt}, **kwargs)
+    else:
+        fn_kwargs = {"tokenizer": tokenizer, "fmt": fmt, "field": dataset_text_field, "add_eos": add_eos}
+        dataset = dataset.map(_causal_batch, fn_kwargs=fn_kwargs, **kwargs)
+    if max_length is not None or max_target_length is not None:
+        digit_ids = tokenizer.digit_token_ids if tokenizer.config.encoding == "digits" else None
+        fn_kwargs = {"max_length": max_length, "mode": truncation_mode, "max_target": max_target_length}
+        dataset = dataset.map(_truncate, fn_kwargs={**fn_kwargs, "digit_ids": digit_ids})
+        if completion_only_loss and fmt.startswith("prompt_completion") and not seq2seq:
+            dataset = dataset.filter(lambda example: any(example["completion_mask"]))
+    return dataset

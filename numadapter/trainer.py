@@ -1,0 +1,440 @@
+"""`NumberSFTTrainer` (causal LMs, on `trl.SFTTrainer`) and `NumberSeq2SeqTrainer` (T5, on `Seq2SeqTrainer`).
+
+DESIGN.md point 8, "own the loss path". Both trainers
+
+- tokenize text datasets with the `NumberTokenizer` (`numadapter.data.prepare_dataset`: plain text, prompt-completion,
+  messages) and collate them with `numadapter.collator.NumberDataCollator`, so the number tensors stay aligned
+  through truncation, padding and completion-only masking; TRL's own preparation is skipped (it keeps only
+  ``input_ids`` and ``labels``) and ``remove_unused_columns`` keeps the number columns (`_set_signature_columns`);
+- compute the loss from the model's own forward: ``CE + number_loss_weight * head loss (+ ntl_weight * NTL)
+  (+ the aggregate loss)`` as `numadapter.tuner.loss` defines it. TRL 1.16's `SFTTrainer` patches a fused LM head
+  onto the base model's forward at construction; `NumberSFTTrainer` removes that patch again, so the number hooks,
+  the head and every logits-based term see the real forward;
+- honour ``num_items_in_batch``: the Trainer counts the scored labels of the whole accumulated batch and the model
+  divides every summed term by it, so accumulated micro-batches give the loss and gradients of one large batch.
+  The number-head loss is normalised by the same count, not by the number of number targets: the adapter scores
+  each [NUM] label like one more token (``CE + w * head`` per [NUM]), which is accumulation-exact without a second
+  count (see `numadapter.tuner.loss`). The aggregate auxiliary loss (digits + ``aggregate_loss_lambda < 1``) is the
+  paper's per-call mean and is not accumulation-exact;
+- log each component (``lm_loss``, ``number_loss``, ``ntl_loss``, ``aggregate_loss``) next to ``loss``, averaged
+  over the logging interval the way the Trainer averages ``loss`` (`numadapter.callbacks.LossMeter`), and so to
+  TensorBoard / W&B when enabled;
+- save checkpoints through `PeftModel.save_pretrained` (``Trainer._save`` does so for a ``PeftModel``: the LoRA
+  weights, the [NUM] rows and the number modules in ``adapter_model.safetensors``) plus the `NumberTokenizer`
+  (tokenizer files + ``number_tokenizer_config.json``); resuming loads them back with ``PeftModel.load_adapter``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+from peft import PeftModel
+from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments, TrainerCallback
+from trl import SFTConfig, SFTTrainer
+
+from numadapter.callbacks import COMPONENTS, LossMeter, eval_prefix
+from numadapter.collator import CAUSAL_COLUMNS, SEQ2SEQ_COLUMNS, NumberDataCollator
+from numadapter.config import NumberAdapterConfig
+from numadapter.data import detect_format, prepare_dataset
+from numadapter.quantization import restore_number_precision
+from numadapter.tokenization import NumberTokenizer
+
+
+def _bind(model: Any, processing_class: Any, peft_config: NumberAdapterConfig | None) -> tuple[PeftModel, Any]:
+    """The numadapter PeftModel and its NumberTokenizer (wrapping the model with `peft_config` when given)."""
+    from numadapter.mapping import get_peft_model
+
+    if isinstance(model, str):
+        raise TypeError(
+            f"numadapter trainers take a model object, got the string {model!r}: load it with from_pretrained and "
+            "wrap it with numadapter.get_peft_model (or pass peft_config=NumberAdapterConfig(...))."
+        )
+    if processing_class is None:
+        raise ValueError(
+            "numadapter trainers need `processing_class`: a NumberTokenizer (or the model's tokenizer, which is then "
+            "wrapped in a NumberTokenizer with the adapter's config)."
+        )
+    if peft_config is not None:
+        if not isinstance(peft_config, NumberAdapterConfig):
+            raise TypeError(f"`peft_config` must be a NumberAdapterConfig, got {type(peft_config).__name__}.")
+        if isinstance(model, PeftModel):
+            raise ValueError("Pass either a PeftModel or a base model with `peft_config`, not both.")
+        model = get_peft_model(model, peft_config, tokenizer=processing_class)
+    config = model.peft_config.get(model.active_adapter) if isinstance(model, PeftModel) else None
+    if not isinstance(config, NumberAdapterConfig):
+        raise TypeError(
+            f"numadapter trainers train a numadapter PeftModel, got {type(model).__name__}: wrap the model with "
+            "numadapter.get_peft_model(model, NumberAdapterConfig(...), tokenizer=tokenizer), or pass "
+            "peft_config=NumberAdapterConfig(...)."
+        )
+    ntok = processing_class
+    if not isinstance(ntok, NumberTokenizer):
+        ntok = NumberTokenizer(processing_class, config)
+    ours = {"num_token_id": ntok.num_token_id, "agg_token_id": ntok.agg_token_id, "encoding": ntok.config.encoding,
+            "int_digits": ntok.config.int_digits, "frac_digits": ntok.config.frac_digits}  # fmt: skip
+    differ = {k: (v, getattr(config, k)) for k, v in ours.items() if v is not None and v != getattr(config, k)}
+    if differ:
+        raise ValueError(
+            f"The NumberTokenizer and the model's adapter config disagree on {differ} (tokenizer, model): build the "
+            "NumberTokenizer with the adapter's config (NumberTokenizer(tokenizer, model.peft_config['default']))."
+        )
+    return model, ntok
+
+
+def _completion_only(args_value: bool | None, dataset: Any) -> bool:
+    """TRL's rule: None means True for prompt-completion data, False otherwise."""
+    if args_value is not None:
+        return bool(args_value)
+    return next(iter(dataset)).keys() >= {"prompt", "completion"}
+
+
+def _map_datasets(datasets: Any, fn) -> Any:
+    if datasets is None or isinstance(datasets, str):
+        return datasets
+    if isinstance(datasets, dict):
+        return {name: fn(dataset) for name, dataset in datasets.items()}
+    return fn(datasets)
+
+
+class _MeterStart(TrainerCallback):
+    """Starts the component interval where the Trainer starts its loss interval (global_step, also on resume)."""
+
+    def __init__(self, meter: LossMeter) -> None:
+        self.meter = meter
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.meter.last_step = state.global_step
+        self.meter.train, self.meter.train_calls = {}, 0
+
+
+class _NumberLossMixin:
+    """What both trainers share: loss from the model's forward, component logging, kept columns, eval step."""
+
+    _number_columns: tuple[str, ...] = CAUSAL_COLUMNS
+
+    def _init_numbers(self) -> None:
+        self.model_accepts_loss_kwargs = True  # NumberAdapterModel.forward takes num_items_in_batch
+        self._loss_meter = LossMeter(self._sum_over_processes)
+        self.add_callback(_MeterStart(self._loss_meter))
+
+    def _sum_over_processes(self, tensor: torch.Tensor) -> torch.Tensor:
+        if self.accelerator.num_processes == 1:
+            return tensor
+        return self.accelerator.gather(tensor.to(self.accelerator.device)).sum()
+
+    def _set_signature_columns_if_needed(self) -> None:
+        if self._signature_columns is None:
+            self._signature_columns = list(self._number_columns)
+
+    def compute_loss(self, model, inputs, return_outputs: bool = False, num_items_in_batch=None):
+        """The model's own loss (all components), normalised by `num_items_in_batch`; components go to the logs."""
+        if "labels" not in inputs:
+            raise ValueError(
+                f"The batch has no `labels` (keys: {sorted(inputs)}): use numadapter's NumberDataCollator, which "
+                "builds them."
+            )
+        inputs = {**inputs, "use_cache": False}
+        if num_items_in_batch is not None:
+            inputs["num_items_in_batch"] = num_items_in_batch
+        outputs = model(**inputs)
+        loss = outputs.loss
+        if loss is None:
+            raise RuntimeError(f"{type(model).__name__} returned no loss; is it a numadapter PeftModel?")
+        factor = 1.0
+        if self.args.average_tokens_across_devices and num_items_in_batch is not None:
+            factor = float(self.accelerator.num_processes // self.get_tp_size())  # as Trainer.compute_loss
+            loss = loss * factor
+        values = {name: getattr(outputs, name, None) for name in COMPONENTS}
+        if self.model.training:
+            if num_items_in_batch is None:  # Trainer divides such a loss by the accumulation steps; so do we
+                factor /= self.current_gradient_accumulation_steps
+            self._loss_meter.add_train(values, factor)
+        else:
+            self._loss_meter.add_eval(values, inputs["labels"].shape[0])
+        self._batch_metrics(outputs, inputs)
+        return (loss, outputs) if return_outputs else loss
+
+    def _batch_metrics(self, outputs, inputs) -> None:
+        """Hook for trainer-specific metrics (NumberSFTTrainer: TRL's token accuracy and token count)."""
+
+    def prediction_step(self, model, inputs, prediction_loss_only: bool, ignore_keys: list[str] | None = None):
+        """Evaluation: the loss of `compute_loss`, and (unless loss-only) the LM logits and labels."""
+        inputs = self._prepare_inputs(inputs)
+        with torch.no_grad(), self.compute_loss_context_manager():
+            loss, outputs = self.compute_loss(model, inputs, return_outputs=True)
+        loss = loss.detach().mean()
+        if prediction_loss_only:
+            return loss, None, None
+        return loss, outputs.logits.detach(), inputs["labels"]
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        if "loss" in logs:
+            logs.update(self._loss_meter.pop_train(self.state.global_step, self.accelerator.num_processes))
+        else:
+            prefix = eval_prefix(logs)
+            if prefix is not None:
+                logs.update({f"{prefix}_{k}": v for k, v in self._loss_meter.pop_eval().items()})
+        super().log(logs, start_time)
+
+
+class NumberSFTTrainer(_NumberLossMixin, SFTTrainer):
+    """`trl.SFTTrainer` for a numadapter causal LM (Llama, Granite): number columns kept, the model's own loss.
+
+    Args:
+        model: a numadapter ``PeftModel`` (`numadapter.get_peft_model`), or a base model with `peft_config`.
+        args: an `SFTConfig`. Used: ``max_length`` / ``truncation_mode`` (a number the cut would split is dropped
+            whole), ``completion_only_loss``, ``dataset_text_field``, ``dataset_num_proc``, ``pad_to_multiple_of``,
+            and every Trainer option. Refused: ``packing``, ``padding_free``, ``assistant_only_loss``,
+            ``loss_type`` other than ``"nll"``, ``label_smoothing_factor`` (the model computes the loss). Its
+            ``dataset_kwargs`` gets ``skip_prepare_dataset=True`` (the data is prepared here).
+        data_collator: defaults to `NumberDataCollator.from_tokenizer(processing_class, ...)`.
+        train_dataset, eval_dataset: text datasets (``text``, ``prompt``/``completion``, ``messages``) or data
+            already prepared with `numadapter.data.prepare_dataset`.
+        processing_class: the `NumberTokenizer` (or the model's tokenizer, wrapped with the adapter's config).
+        peft_config: a `NumberAdapterConfig` to wrap a base `model` with.
+        formatting_func: maps an example to its text (language modeling).
+        callbacks, optimizers, optimizer_cls_and_kwargs, compute_metrics, preprocess_logits_for_metrics: as in TRL.
+    """
+
+    _tag_names = ["trl", "sft", "numadapter"]
+
+    def __init__(
+        self,
+        model: Any,
+        args: SFTConfig | None = None,
+        data_collator: Any = None,
+        train_dataset: Any = None,
+        eval_dataset: Any = None,
+        processing_class: Any = None,
+        callbacks: list | None = None,
+        optimizers: tuple = (None, None),
+        optimizer_cls_and_kwargs: tuple | None = None,
+        compute_metrics: Any = None,
+        preprocess_logits_for_metrics: Any = None,
+        peft_config: NumberAdapterConfig | None = None,
+        formatting_func: Any = None,
+    ) -> None:
+        if args is None:
+            args = SFTConfig("numadapter-sft")
+        elif not isinstance(args, SFTConfig):
+            raise TypeError(f"NumberSFTTrainer takes an SFTConfig, got {type(args).__name__}.")
+        self._check_args(args)
+        model, ntok = _bind(model, processing_class, peft_config)
+        if train_dataset is None:
+            raise ValueError("`train_dataset` is required.")
+        self._apply_tokenizer_settings(args, ntok)
+        completion_only = _completion_only(args.completion_only_loss, train_dataset)
+        if completion_only and formatting_func is not None:
+            raise ValueError(
+                "A formatting_func turns every example into one text, so there is no completion to train on alone: "
+                "set completion_only_loss=False in the SFTConfig, or drop formatting_func and give prompt/completion."
+            )
+        multiple = args.pad_to_multiple_of if isinstance(args.pad_to_multiple_of, int) else None
+        self._prepare_kwargs = dict(
+            dataset_text_field=args.dataset_text_field,
+            formatting_func=formatting_func,
+            max_length=args.max_length,
+            truncation_mode=args.truncation_mode,
+            completion_only_loss=completion_only,
+            num_proc=args.dataset_num_proc,
+        )
+        self._number_tokenizer = ntok
+        train_dataset = prepare_dataset(train_dataset, ntok, **self._prepare_kwargs)
+        eval_dataset = _map_datasets(eval_dataset, lambda d: prepare_dataset(d, ntok, **self._prepare_kwargs))
+        if data_collator is None:
+            data_collator = NumberDataCollator.from_tokenizer(
+                ntok,
+                completion_only_loss=completion_only,
+                max_length=args.max_length,
+                truncation_mode=args.truncation_mode,
+                pad_to_multiple_of=multiple,
+            )
+        args.dataset_kwargs = {**(args.dataset_kwargs or {}), "skip_prepare_dataset": True}
+        base = model.get_base_model()
+        own_forward = base.__dict__.get("forward")
+        super().__init__(
+            model=model,
+            args=args,
+            data_collator=data_collator,
+            train_dataset=train_dataset,
+            eval_dataset=eval_dataset,
+            processing_class=ntok.tokenizer,
+            callbacks=callbacks,
+            optimizers=optimizers,
+            optimizer_cls_and_kwargs=optimizer_cls_and_kwargs,
+            compute_metrics=compute_metrics,
+            preprocess_logits_for_metrics=preprocess_logits_for_metrics,
+        )
+        # TRL's fused LM head replaced the base model's forward; the number loss needs the real one.
+        if own_forward is None:
+            base.__dict__.pop("forward", None)
+        else:
+            base.forward = own_forward
+        # TRL also casts every trainable parameter of a quantised model to bf16; number parts stay float32.
+        restore_number_precision(self.model)
+        self.processing_class = ntok  # checkpoints save number_tokenizer_config.json with the tokenizer
+        self._init_numbers()
+
+    @staticmethod
+    def _check_args(args: SFTConfig) -> None:
+        refused = {
+            "packing": args.packing,
+            "padding_free": args.padding_free,
+            "assistant_only_loss": args.assistant_only_loss,
+        }
+        for name, value in refused.items():
+            if value:
+                raise ValueError(
+                    f"NumberSFTTrainer does not support {name}=True (the number tensors are padded per example): "
+                    f"set {name}=False."
+                )
+        if args.loss_type not in ("nll", "chunked_nll"):
+            raise ValueError(
+                f"NumberSFTTrainer computes the loss from the model (CE + number losses), loss_type="
+                f"{args.loss_type!r} would replace it: set loss_type='nll'."
+            )
+        if args.label_smoothing_factor:
+            raise ValueError(
+                f"label_smoothing_factor={args.label_smoothing_factor} is not applied by the number loss: set it to 0."
+            )
+
+    @staticmethod
+    def _apply_tokenizer_settings(args: SFTConfig, ntok: NumberTokenizer) -> None:
+        """What TRL does to the tokenizer in its __init__, done before the data is prepared here."""
+        tokenizer = ntok.tokenizer
+        if args.eos_token is not None:
+            if args.eos_token not in tokenizer.get_vocab():
+                raise ValueError(f"`eos_token` {args.eos_token!r} is not in the tokenizer's vocabulary.")
+            tokenizer.eos_token = args.eos_token
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = args.pad_token or tokenizer.eos_token
+        path = args.chat_template_path
+        if path is not None:
+            if not (os.path.isfile(path) and path.endswith((".jinja", ".j2"))):
+                raise ValueError(
+                    f"chat_template_path={path!r} is not a .jinja/.j2 file: cloning another model's template adds "
+                    "tokens, which must happen before numadapter.get_peft_model. Set tokenizer.chat_template (and "
+                    "add its tokens) before wrapping the model, and leave chat_template_path unset."
+                )
+            with open(path, encoding="utf-8") as file:
+                tokenizer.chat_template = file.read()
+
+    def _batch_metrics(self, outputs, inputs) -> None:
+        mode = "train" if self.model.training else "eval"
+        with torch.no_grad():
+            labels = inputs["labels"][:, 1:].to(outputs.logits.device)
+            valid = labels != -100
+            correct = (outputs.logits[:, :-1].argmax(-1) == labels) & valid
+            num_valid = self.accelerator.gather_for_metrics(valid.sum()).sum()
+            num_correct = self.accelerator.gather_for_metrics(correct.sum()).sum()
+        self._metrics[mode]["mean_token_accuracy"].append((num_correct / num_valid).item() if num_valid > 0 else 0.0)
+        if mode == "train":
+            tokens = self.accelerator.gather_for_metrics(inputs["attention_mask"].sum()).sum().item()
+            self._total_train_tokens += tokens // self._tp_size
+        self._metrics[mode]["num_tokens"] = [self._total_train_tokens]
+
+    def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval"):
+        eval_dataset = _map_datasets(
+            eval_dataset, lambda d: prepare_dataset(d, self._number_tokenizer, **self._prepare_kwargs)
+        )
+        return super().evaluate(eval_dataset, ignore_keys=ignore_keys, metric_key_prefix=metric_key_prefix)
+
+
+class NumberSeq2SeqTrainer(_NumberLossMixin, Seq2SeqTrainer):
+    """`transformers.Seq2SeqTrainer` for a numadapter T5 (TRL's SFTTrainer does not support encoder-decoders).
+
+    Args:
+        model: a numadapter ``PeftModel`` around a ``T5ForConditionalGeneration``, or the base model + `peft_config`.
+        args: `Seq2SeqTrainingArguments` (``predict_with_generate`` is refused: use ``numadapter.generate``, which
+            decodes numbers; ``label_smoothing_factor`` is refused).
+        data_collator: defaults to `NumberDataCollator.from_tokenizer(processing_class, seq2seq=True, ...)`.
+        train_dataset, eval_dataset: ``prompt`` (source) + ``completion`` (target) strings, ``messages`` (the last
+            message is the target), or data prepared with ``prepare_dataset(..., seq2seq=True)``.
+        processing_class: the `NumberTokenizer` (or the model's tokenizer).
+        peft_config: a `NumberAdapterConfig` to wrap a base `model` with.
+        max_length: truncate sources to this many tokens (`truncation_mode`; numbers are dropped whole).
+        max_target_length: truncate targets (keep_start).
+        truncation_mode: ``"keep_start"`` or ``"keep_end"`` for sources.
+        callbacks, optimizers, compute_metrics, preprocess_logits_for_metrics: as in transformers.
+    """
+
+    _number_columns = SEQ2SEQ_COLUMNS
+
+    def __init__(
+        self,
+        model: Any,
+        args: Seq2SeqTrainingArguments | None = None,
+        data_collator: Any = None,
+        train_dataset: Any = None,
+        eval_dataset: Any = None,
+        processing_class: Any = None,
+        callbacks: list | None = None,
+        optimizers: tuple = (None, None),
+        compute_metrics: Any = None,
+        preprocess_logits_for_metrics: Any = None,
+        peft_config: NumberAdapterConfig | None = None,
+        max_length: int | None = None,
+        max_target_length: int | None = None,
+        truncation_mode: str = "keep_start",
+    ) -> None:
+        if args is None:
+            args = Seq2SeqTrainingArguments("numadapter-seq2seq")
+        if getattr(args, "predict_with_generate", False):
+            raise ValueError(
+                "predict_with_generate=True runs model.generate, which cannot decode numbers: set it to False and use "
+                "numadapter.generate for predictions."
+            )
+        if args.label_smoothing_factor:
+            raise ValueError(
+                f"label_smoothing_factor={args.label_smoothing_factor} is not applied by the number loss: set it to 0."
+            )
+        model, ntok = _bind(model, processing_class, peft_config)
+        if not model.get_base_model().config.is_encoder_decoder:
+            raise TypeError(
+                f"NumberSeq2SeqTrainer trains encoder-decoder models (T5), got "
+                f"{type(model.get_base_model()).__name__}: use NumberSFTTrainer for causal LMs."
+            )
+        if train_dataset is None:
+            raise ValueError("`train_dataset` is required.")
+        detect_format(next(iter(train_dataset)))  # a clear error for unusable columns before anything runs
+        self._prepare_kwargs = dict(
+            seq2seq=True,
+            max_length=max_length,
+            truncation_mode=truncation_mode,
+            max_target_length=max_target_length,
+        )
+        self._number_tokenizer = ntok
+        train_dataset = prepare_dataset(train_dataset, ntok, **self._prepare_kwargs)
+        eval_dataset = _map_datasets(eval_dataset, lambda d: prepare_dataset(d, ntok, **self._prepare_kwargs))
+        if data_collator is None:
+            data_collator = NumberDataCollator.from_tokenizer(
+                ntok,
+                seq2seq=True,
+                max_length=max_length,
+                max_target_length=max_target_length,
+                truncation_mode=truncation_mode,
+            )
+        super().__init__(
+            model=model,
+            args=args,
+            data_collator=data_collator,
+            train_dataset=train_dataset,
+            eval_dataset=eval_dataset,
+            processing_class=ntok.tokenizer,
+            callbacks=callbacks,
+            optimizers=optimizers,
+            compute_metrics=compute_metrics,
+            preprocess_logits_for_metrics=preprocess_logits_for_metrics,
+        )
+        self.processing_class = ntok
+        self._init_numbers()
+
+    def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval", **gen_kwargs):
+        eval_dataset = _map_datasets(
+            eval_dataset, lambda d: prepare_dataset(d, self._number_tokenizer, **self._prepare_kwargs)
+        )
+        return super().evaluate(
+            eval_dataset=eval_dataset, ignore_keys=ignore_keys, metric_key_prefix=metric_key_prefix, **gen_kwargs
+        )
