@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import torch
+
 from numadapter.toy import build_tokenizer
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -34,6 +36,18 @@ def test_api_block_runs_and_matches_its_comments(tmp_path):
         "4.17",
         "123456789012345678901234567890",
     ]
+
+
+def test_adapter_block_runs_end_to_end(capsys):
+    block = _python_blocks()[1]
+    assert "numadapter.get_peft_model" in block and "NumberSFTTrainer" in block
+    namespace: dict = {}
+    exec(compile(block, str(README), "exec"), namespace)
+    out = namespace["out"]
+    assert out.loss.isfinite() and out.number_loss > 0
+    assert torch.allclose(out.loss, out.lm_loss + out.number_loss)  # number_loss_weight = 1
+    text = capsys.readouterr().out
+    assert "trainable params" in text and "12 + 30 =" in text
 
 
 def test_quick_start_has_exactly_the_two_commands_ci_runs():
