@@ -297,7 +297,8 @@ def test_head_shapes_and_width():
     head = RegressionHead(5, config)
     assert head.fc1.weight.shape == (7, 5) and head.fc2.weight.shape == (1, 7)
     assert head(torch.randn(3, 5)).shape == (3,)
-    assert RegressionHead(5, xval_config()).fc1.weight.shape == (5, 5)
+    assert RegressionHead(5, xval_config()).fc1.weight.shape == (32, 5)  # default xval_head_hidden=32
+    assert RegressionHead(5, xval_config(xval_head_hidden=None)).fc1.weight.shape == (5, 5)  # None: model width
     with pytest.raises(ValueError, match="width 6,"):
         head(torch.randn(3, 6))
 
