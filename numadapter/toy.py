@@ -133,11 +133,12 @@ def corpus(n_lines: int = 600, seed: int = 0) -> list[str]:
     return lines
 
 
-def _train_digits(spec: TokenizerSpec, lines: list[str]) -> Tokenizer:
-    tok = Tokenizer(models.BPE(unk_token=spec.unk_token, byte_fallback=False))
-    tok.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
-    )
+def _train_byte_level_bpe(
+    spec: TokenizerSpec, lines: list[str], model: models.Model, pre_tokenizer: pre_tokenizers.PreTokenizer
+) -> Tokenizer:
+    """A byte-level BPE trained on `lines` with the given splitting, prepending bos like Llama tokenizers."""
+    tok = Tokenizer(model)
+    tok.pre_tokenizer = pre_tokenizer
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=spec.vocab_size,
@@ -154,28 +155,21 @@ def _train_digits(spec: TokenizerSpec, lines: list[str]) -> Tokenizer:
     return tok
 
 
+def _train_digits(spec: TokenizerSpec, lines: list[str]) -> Tokenizer:
+    split = pre_tokenizers.Sequence(
+        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
+    )
+    return _train_byte_level_bpe(spec, lines, models.BPE(unk_token=spec.unk_token, byte_fallback=False), split)
+
+
 def _train_llama3(spec: TokenizerSpec, lines: list[str]) -> Tokenizer:
-    tok = Tokenizer(models.BPE(ignore_merges=True))
-    tok.pre_tokenizer = pre_tokenizers.Sequence(
+    split = pre_tokenizers.Sequence(
         [
             pre_tokenizers.Split(Regex(LLAMA3_SPLIT), behavior="isolated", invert=False),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
         ]
     )
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=spec.vocab_size,
-        special_tokens=list(spec.specials),
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(lines, trainer=trainer)
-    tok.post_processor = processors.TemplateProcessing(
-        single=f"{spec.bos_token} $A",
-        pair=f"{spec.bos_token} $A {spec.bos_token} $B",
-        special_tokens=[(spec.bos_token, spec.bos_token_id)],
-    )
-    return tok
+    return _train_byte_level_bpe(spec, lines, models.BPE(ignore_merges=True), split)
 
 
 def _train_t5(spec: TokenizerSpec, lines: list[str]) -> Tokenizer:
