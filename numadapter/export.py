@@ -1,0 +1,424 @@
+"""Merge-and-export: one self-contained directory per trained adapter (DESIGN.md points 6 and 12).
+
+An export directory holds
+
+- ``config.json``, ``generation_config.json``, ``model.safetensors`` (or shards): the base model with LoRA merged
+  and the [NUM] / [AGG] rows written into its (resized) input embedding and LM head. This is an ordinary
+  transformers checkpoint: ``AutoModelForCausalLM.from_pretrained(out_dir)`` (``AutoModelForSeq2SeqLM`` for T5)
+  loads it without numadapter and without ``trust_remote_code``;
+- the tokenizer files (with [NUM] / [AGG] as an added special token) and ``number_tokenizer_config.json``: the
+  `NumberTokenizer`;
+- ``number_modules.safetensors``: the number modules of the adapter (FoNE projection and digit head, xVal direction
+  and regression head, the [AGG] aggregate), float32;
+- ``number_config.json``: the number settings and token ids (the fields `NumberAdapterConfig` adds to LoRA), the
+  task type, and what was merged.
+
+Safetensors and JSON only: nothing is unpickled on load.
+
+`load_exported` rebuilds the numadapter model from these files: ``from_pretrained`` of the merged model, then
+`numadapter.mapping.get_peft_model` with the saved number settings and PEFT's ``"dummy-target-modules"`` (an adapter
+without LoRA layers), so the number modules, the [NUM] rows and the forward / generation hooks are attached by the
+same tuner code as during training (`numadapter.tuner.model.NumberAdapterModel`), not by a second implementation.
+The tuner serves the [NUM] rows from PEFT trainable tokens; `load_exported` fills them with the merged rows.
+
+Merging (`export_merged`) runs on a deep copy by default (``inplace=False``: the model passed in keeps working, at the
+cost of a second copy in memory; ``inplace=True`` merges the model itself, which is then unusable as an adapter):
+
+- ordinary bases: PEFT's ``merge_and_unload`` (LoRA, DoRA and the trainable [NUM] rows);
+- 4-bit / 8-bit bitsandbytes bases (QLoRA): each LoRA layer's base weight is dequantised to float32, its LoRA delta
+  (``get_delta_weight``) added, and the result stored as an ``nn.Linear`` of the export dtype; the other quantised
+  layers are dequantised the same way. The export is therefore a full-precision model: a warning gives its size;
+- DeepSpeed ZeRO-3 (partitioned parameters): refused. PEFT cannot merge partitioned weights; save the adapter
+  (``trainer.save_model()``) and export offline with `export_checkpoint` (``numadapter export --adapter DIR``).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import os
+import warnings
+from typing import Any
+
+import torch
+from torch import nn
+
+NUMBER_CONFIG_NAME = "number_config.json"
+NUMBER_MODULES_NAME = "number_modules.safetensors"
+FORMAT = "numadapter-merged"
+FORMAT_VERSION = 1
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def number_fields() -> list[str]:
+    """The fields `NumberAdapterConfig` adds to `peft.LoraConfig` (number settings and model binding)."""
+    from peft import LoraConfig
+
+    from numadapter.config import NumberAdapterConfig
+
+    lora = {f.name for f in dataclasses.fields(LoraConfig)}
+    return [f.name for f in dataclasses.fields(NumberAdapterConfig) if f.name not in lora]
+
+
+def resolve_dtype(dtype: str | torch.dtype | None, name: str = "dtype") -> torch.dtype | None:
+    """``"bfloat16"`` / ``torch.bfloat16`` -> ``torch.bfloat16``; None stays None; anything else: `ValueError`."""
+    if dtype is None or dtype == "auto":
+        return None
+    if isinstance(dtype, torch.dtype) and dtype in DTYPES.values():
+        return dtype
+    if isinstance(dtype, str) and dtype.removeprefix("torch.") in DTYPES:
+        return DTYPES[dtype.removeprefix("torch.")]
+    raise ValueError(f"`{name}` must be one of {list(DTYPES)} or None, got {dtype!r}.")
+
+
+def _adapter(model: Any) -> tuple[Any, str, Any]:
+    """The numadapter tuner, the active adapter name and its config; `TypeError` for other models."""
+    from numadapter.tuner.model import NumberAdapterModel
+
+    tuner = getattr(model, "base_model", None)
+    if not isinstance(tuner, NumberAdapterModel):
+        raise TypeError(
+            f"export_merged needs the PeftModel of a numadapter adapter (numadapter.get_peft_model or "
+            f"PeftModel.from_pretrained of a numadapter checkpoint), got {type(model).__name__}."
+        )
+    name = model.active_adapter
+    return tuner, name, tuner.peft_config[name]
+
+
+def _check_tokenizer(ntok: Any, config: Any) -> None:
+    from numadapter.tokenization import NumberTokenizer
+
+    if not isinstance(ntok, NumberTokenizer):
+        raise TypeError(
+            f"`number_tokenizer` must be a numadapter NumberTokenizer, got {type(ntok).__name__}: build it with "
+            "NumberTokenizer(tokenizer, config) using the adapter's config."
+        )
+    mine = (ntok.config.encoding, ntok.config.aggregate, ntok.num_token_id, ntok.agg_token_id)
+    theirs = (config.encoding, config.aggregate, config.num_token_id, config.agg_token_id)
+    if mine != theirs:
+        raise ValueError(
+            f"the NumberTokenizer (encoding, aggregate, num_token_id, agg_token_id) = {mine} does not match the "
+            f"adapter config {theirs}: pass the NumberTokenizer built with this adapter's config and tokenizer."
+        )
+
+
+def _check_not_partitioned(model: nn.Module) -> None:
+    if any(hasattr(p, "ds_id") for p in model.parameters()):
+        raise ValueError(
+            "this model's parameters are partitioned by DeepSpeed ZeRO-3, and PEFT cannot merge LoRA into partitioned "
+            "weights. Save the adapter on every rank (trainer.save_model(DIR)), then export in a normal process: "
+            "numadapter export --adapter DIR --out OUT_DIR (or numadapter.export.export_checkpoint(DIR, OUT_DIR))."
+        )
+
+
+def _is_bnb(param: torch.Tensor) -> bool:
+    return type(param).__name__ in ("Params4bit", "Int8Params")
+
+
+def _dequantized(module: nn.Module) -> torch.Tensor:
+    """The float32 weight of a bitsandbytes linear layer (or of a plain one)."""
+    weight = module.weight
+    if not _is_bnb(weight):
+        return weight.detach().float()
+    from transformers.integrations.bitsandbytes import dequantize_bnb_weight
+
+    state = getattr(module, "state", None)
+    return dequantize_bnb_weight(weight, state).detach().float()
+
+
+def _linear(module: nn.Module, weight: torch.Tensor, dtype: torch.dtype) -> nn.Linear:
+    """An ``nn.Linear`` of `dtype` with `weight` (float32, ``[out, in]``) and the bias of `module`."""
+    bias = getattr(module, "bias", None)
+    out = nn.Linear(weight.shape[1], weight.shape[0], bias=bias is not None, device="meta")
+    out.weight = nn.Parameter(weight.to(dtype), requires_grad=False)
+    if bias is not None:
+        out.bias = nn.Parameter(bias.detach().to(weight.device, dtype), requires_grad=False)
+    return out
+
+
+def _model_bytes(model: nn.Module, dtype: torch.dtype) -> tuple[int, int]:
+    """(bytes now, bytes once every parameter is a full `dtype` tensor)."""
+    now = after = 0
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    for param in model.parameters():
+        now += param.numel() * param.element_size()
+        state = getattr(param, "quant_state", None)
+        numel = state.shape.numel() if state is not None and hasattr(state, "shape") else param.numel()
+        after += numel * itemsize
+    return now, after
+
+
+def _dequantize_and_merge(inner: nn.Module, adapter: str, dtype: torch.dtype) -> int:
+    """Replaces every bitsandbytes layer of `inner` (LoRA-wrapped or not) by a merged ``nn.Linear`` of `dtype`.
+
+    LoRA layers around a quantised base get ``W = dequant(W_base) + sum of their active deltas`` (float32, then cast);
+    plain quantised layers get ``dequant(W)``. Returns the number of layers replaced.
+    """
+    from peft.tuners.lora import LoraLayer
+
+    replaced: list[str] = []
+    for name, module in list(inner.named_modules()):
+        if not name or any(name.startswith(done + ".") for done in replaced):
+            continue  # the root, or inside a layer already replaced (a LoRA layer's base_layer, lora_A, ...)
+        if isinstance(module, LoraLayer):
+            base = module.get_base_layer()
+            if not _is_bnb(base.weight):
+                continue
+            if module.use_dora.get(adapter, False) or getattr(module, "lora_bias", {}).get(adapter, False):
+                raise ValueError(
+                    f"{name}: exporting a DoRA / lora_bias adapter on a quantised base is not supported: export the "
+                    "saved adapter onto the full-precision base instead (numadapter export --adapter DIR --base PATH)."
+                )
+            weight = _dequantized(base)  # (out, in)
+            if adapter in module.lora_A:
+                weight = weight + module.get_delta_weight(adapter).detach().float().to(weight.device)
+            inner.set_submodule(name, _linear(base, weight, dtype))
+            replaced.append(name)
+        elif _is_bnb(getattr(module, "weight", torch.empty(0))):
+            inner.set_submodule(name, _linear(module, _dequantized(module), dtype))
+            replaced.append(name)
+    quantizer = getattr(inner, "hf_quantizer", None)
+    if quantizer is not None:
+        quantizer.remove_quantization_config(inner)
+    elif hasattr(inner.config, "quantization_config"):
+        del inner.config.quantization_config
+    return len(replaced)
+
+
+def _default_dtype(model: nn.Module, quantized: bool) -> torch.dtype:
+    if quantized:
+        loaded = getattr(model.config, "dtype", None)
+        if isinstance(loaded, str):
+            loaded = DTYPES.get(loaded)
+        return loaded if loaded in DTYPES.values() else torch.bfloat16
+    from numadapter.tuner.patches import base_weight
+
+    weight = base_weight(model.get_input_embeddings())
+    return weight.dtype if weight.dtype in DTYPES.values() else torch.float32
+
+
+def export_merged(
+    model: Any,
+    number_tokenizer: Any,
+    out_dir: str | os.PathLike,
+    *,
+    dtype: str | torch.dtype | None = None,
+    inplace: bool = False,
+    max_shard_size: str | int = "5GB",
+) -> str:
+    """Writes the merged model, the tokenizer and the number parts to `out_dir` (see the module docstring).
+
+    Args:
+        model: the numadapter ``PeftModel`` (its active adapter is exported).
+        number_tokenizer: the `NumberTokenizer` of the adapter.
+        out_dir: the export directory (created; existing files of the same names are overwritten).
+        dtype: dtype of the merged weights (``"float32"``, ``"bfloat16"``, ``"float16"``). None: the model's
+            weight dtype (for a 4-bit base, the dtype it was loaded with). The number modules stay float32.
+        inplace: merge `model` itself instead of a deep copy (saves one model copy of memory; `model` is then the
+            merged plain model's wrapper and must not be used as an adapter any more).
+        max_shard_size: passed to ``save_pretrained``.
+
+    Returns:
+        `out_dir` as a string.
+
+    Raises:
+        TypeError: `model` is not a numadapter PeftModel, or `number_tokenizer` not a `NumberTokenizer`.
+        ValueError: the tokenizer does not match the adapter, a bad `dtype`, or a ZeRO-3 partitioned model.
+    """
+    from safetensors.torch import save_file
+
+    from numadapter.quantization import quantized_weights
+
+    tuner, adapter, config = _adapter(model)
+    _check_tokenizer(number_tokenizer, config)
+    _check_not_partitioned(model)
+    quantized = bool(quantized_weights(model))
+    target = resolve_dtype(dtype) or _default_dtype(tuner.model, quantized)
+    modules = tuner.number_modules[adapter] if adapter in tuner.number_modules else None
+    module_state = {} if modules is None else {k: v.detach().to("cpu", torch.float32).contiguous().clone()
+                                              for k, v in modules.state_dict().items()}  # fmt: skip
+    if quantized:
+        now, after = _model_bytes(model, target)
+        warnings.warn(
+            f"Exporting a model with a 4-bit / 8-bit (QLoRA) base: the base is dequantised and merged into a "
+            f"full-precision {target} model of about {after / 2**30:.2f} GiB, in memory (on top of the "
+            f"{now / 2**30:.2f} GiB the quantised model takes{'' if inplace else ' and its copy'}) and on disk. Pass "
+            "dtype='bfloat16' for the smallest export, or inplace=True to skip the copy.",
+            stacklevel=2,
+        )
+    work = model if inplace else copy.deepcopy(model)
+    if quantized:
+        _dequantize_and_merge(work.base_model.model, adapter, target)
+    plain = work.merge_and_unload(adapter_names=[adapter])
+    plain.to(target)
+    plain.config.dtype = target
+    os.makedirs(out_dir, exist_ok=True)
+    plain.save_pretrained(out_dir, max_shard_size=max_shard_size)
+    number_tokenizer.save_pretrained(out_dir)
+    save_file(module_state, os.path.join(out_dir, NUMBER_MODULES_NAME), metadata={"format": "pt"})
+    info = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "task_type": getattr(config.task_type, "value", config.task_type),
+        "number_config": {name: getattr(config, name) for name in number_fields()},
+        "merged_adapter": {
+            "base_model_name_or_path": config.base_model_name_or_path,
+            "r": config.r,
+            "lora_alpha": config.lora_alpha,
+            "target_modules": sorted(config.target_modules)
+            if isinstance(config.target_modules, (set, list))
+            else config.target_modules,
+            "dtype": str(target).removeprefix("torch."),
+            "dequantized_from_4bit": quantized,
+        },
+    }
+    with open(os.path.join(out_dir, NUMBER_CONFIG_NAME), "w", encoding="utf-8") as file:
+        json.dump(info, file, indent=2, sort_keys=True)
+    return os.fspath(out_dir)
+
+
+def read_number_config(path: str | os.PathLike) -> tuple[Any, dict[str, Any]]:
+    """The `NumberAdapterConfig` (no LoRA, frozen) and the raw ``number_config.json`` of an export directory."""
+    from peft.utils.constants import DUMMY_TARGET_MODULES
+
+    from numadapter.config import NumberAdapterConfig
+
+    file = os.path.join(path, NUMBER_CONFIG_NAME)
+    if not os.path.isfile(file):
+        raise FileNotFoundError(
+            f"No {NUMBER_CONFIG_NAME} in {os.fspath(path)!r}: this is not a numadapter export (write one with "
+            "numadapter.export.export_merged or `numadapter export`)."
+        )
+    with open(file, encoding="utf-8") as handle:
+        info = json.load(handle)
+    if info.get("format") != FORMAT or info.get("format_version") != FORMAT_VERSION:
+        raise ValueError(
+            f"{file} has format {info.get('format')!r} version {info.get('format_version')!r}; this numadapter reads "
+            f"{FORMAT!r} version {FORMAT_VERSION}: re-export with this version."
+        )
+    known = set(number_fields())
+    settings = {k: v for k, v in info["number_config"].items() if k in known}
+    config = NumberAdapterConfig(
+        task_type=info["task_type"], target_modules=DUMMY_TARGET_MODULES, inference_mode=True, **settings
+    )
+    return config, info
+
+
+def _number_rows(base: nn.Module, ids: list[int]) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The merged rows `ids` of the input embedding and (when untied) of the LM head, float32 copies."""
+    from numadapter.tuner.patches import same_storage
+
+    embedding = base.get_input_embeddings().weight
+    rows_in = embedding.detach()[ids].float().clone()  # (K, H)
+    output = base.get_output_embeddings()
+    if output is None or same_storage(output.weight, embedding):
+        return rows_in, None
+    return rows_in, output.weight.detach()[ids].float().clone()  # (K, H)
+
+
+def load_exported(
+    path: str | os.PathLike, *, dtype: str | torch.dtype | None = None, device_map: Any = None
+) -> tuple[Any, Any]:
+    """Loads an export directory as a numadapter model (number modules attached) and its `NumberTokenizer`.
+
+    Args:
+        path: a directory written by `export_merged`.
+        dtype: dtype of the model weights (None: as saved). The number modules are float32.
+        device_map: passed to ``from_pretrained`` (e.g. ``"cuda"``).
+
+    Returns:
+        ``(model, number_tokenizer)``: `model` is a frozen ``peft.PeftModel`` (eval mode) whose adapter has no LoRA
+        layers, only the number modules and the [NUM] rows; use it with ``model(**batch)`` and `numadapter.generate`.
+        ``model.get_base_model()`` is the plain merged transformers model.
+    """
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
+
+    from numadapter.mapping import get_peft_model
+    from numadapter.tokenization import NumberTokenizer
+    from numadapter.tuner.number_modules import number_token_ids
+
+    config, _ = read_number_config(path)
+    ntok = NumberTokenizer.from_pretrained(path, config=config)
+    auto = AutoModelForSeq2SeqLM if config.task_type == "SEQ_2_SEQ_LM" else AutoModelForCausalLM
+    kwargs = {"dtype": resolve_dtype(dtype) or "auto"}
+    if device_map is not None:
+        kwargs["device_map"] = device_map
+    base = auto.from_pretrained(path, **kwargs)
+    ids = number_token_ids(config)
+    rows_in, rows_out = _number_rows(base, ids)
+    model = get_peft_model(base, config)
+    tuner = model.base_model
+    inner = tuner.model
+    with torch.no_grad():
+        for module, rows in ((inner.get_input_embeddings(), rows_in), (inner.get_output_embeddings(), rows_out)):
+            if rows is None or not ids:
+                continue
+            delta = module.token_adapter.trainable_tokens_delta["default"]  # (K, H)
+            delta[: len(ids)] = rows.to(delta.device, delta.dtype)
+    state = load_file(os.path.join(path, NUMBER_MODULES_NAME))
+    modules = tuner.number_modules["default"]
+    device = next(iter(modules.parameters()), torch.empty(0)).device
+    modules.load_state_dict({k: v.to(device) for k, v in state.items()}, strict=True)
+    model.eval()
+    return model, ntok
+
+
+def export_checkpoint(
+    adapter_dir: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    *,
+    base: str | None = None,
+    tokenizer: str | None = None,
+    dtype: str | torch.dtype | None = None,
+    max_shard_size: str | int = "5GB",
+) -> str:
+    """Exports a saved adapter (a training checkpoint) offline: base + adapter -> `export_merged`.
+
+    This is the way to export after DeepSpeed ZeRO-3 training, where PEFT cannot merge in the training processes.
+
+    Args:
+        adapter_dir: a directory with ``adapter_config.json`` + ``adapter_model.safetensors`` (``save_pretrained`` of
+            the PeftModel, or a Trainer checkpoint).
+        out_dir: the export directory.
+        base: the base model (local directory or hub id); None: ``base_model_name_or_path`` of the adapter config.
+        tokenizer: a directory with the `NumberTokenizer` (``number_tokenizer_config.json``); None: `adapter_dir`
+            (numadapter's trainers save it into every checkpoint).
+        dtype: dtype to load the base in and to export (None: as saved).
+        max_shard_size: passed to ``save_pretrained``.
+
+    Returns:
+        `out_dir` as a string.
+    """
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
+
+    from numadapter.config import NumberAdapterConfig
+    from numadapter.tokenization import CONFIG_NAME, NumberTokenizer
+    from numadapter.tuner.registration import register
+
+    register(force=True)
+    if not os.path.isfile(os.path.join(adapter_dir, "adapter_config.json")):
+        raise FileNotFoundError(
+            f"No adapter_config.json in {os.fspath(adapter_dir)!r}: pass the directory the adapter was saved to "
+            "(trainer.save_model / model.save_pretrained, or a checkpoint-N directory)."
+        )
+    config = NumberAdapterConfig.from_pretrained(adapter_dir)
+    base = base or config.base_model_name_or_path
+    if not base:
+        raise ValueError(
+            f"the adapter config in {os.fspath(adapter_dir)!r} names no base model: pass base= (--base PATH)."
+        )
+    tokenizer = tokenizer or os.fspath(adapter_dir)
+    if not os.path.isfile(os.path.join(tokenizer, CONFIG_NAME)):
+        raise FileNotFoundError(
+            f"No {CONFIG_NAME} in {tokenizer!r}: pass tokenizer= (--tokenizer DIR), a directory saved with "
+            "NumberTokenizer.save_pretrained (numadapter's trainers save it next to the adapter)."
+        )
+    ntok = NumberTokenizer.from_pretrained(tokenizer)
+    auto = AutoModelForSeq2SeqLM if config.task_type == "SEQ_2_SEQ_LM" else AutoModelForCausalLM
+    target = resolve_dtype(dtype)
+    base_model = auto.from_pretrained(base, dtype=target or "auto")
+    model = PeftModel.from_pretrained(base_model, os.fspath(adapter_dir))
+    return export_merged(model, ntok, out_dir, dtype=target, inplace=True, max_shard_size=max_shard_size)

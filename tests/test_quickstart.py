@@ -1,0 +1,77 @@
+"""numadapter.quickstart: the addition data, and the whole quick start in its --tiny mode (a smoke run, < 60 s)."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+
+import pytest
+import torch
+
+from numadapter import cli
+from numadapter.quickstart import addition_examples, run_quickstart
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_addition_examples_are_exact_and_cover_the_digit_range():
+    rows = addition_examples(400, 3, 4, seed=7)
+    lengths = set()
+    for row in rows:
+        match = re.fullmatch(r"(\d+) \+ (\d+) =", row["prompt"])
+        a, b = int(match.group(1)), int(match.group(2))
+        assert row["completion"] == " " + str(a + b)
+        lengths.update({len(match.group(1)), len(match.group(2))})
+    assert lengths == {3, 4}
+    assert addition_examples(400, 3, 4, seed=7) == rows and addition_examples(400, 3, 4, seed=8) != rows
+    seen = {row["prompt"] for row in rows[:200]}
+    held_out = addition_examples(50, 3, 4, seed=7, exclude=seen)
+    assert not seen & {row["prompt"] for row in held_out}
+    with pytest.raises(ValueError, match="min_digits=5, max_digits=4"):
+        addition_examples(1, 5, 4)
+
+
+def test_tiny_quickstart_runs_end_to_end_and_prints_what_it_measured(tmp_path):
+    lines: list[str] = []
+    start = time.perf_counter()
+    result = run_quickstart(out=str(tmp_path), tiny=True, print_fn=lines.append)
+    assert time.perf_counter() - start < 60
+    text = "\n".join(lines)
+    assert "Pretraining a tiny Llama" in text and "Task: addition of 3-4 digit numbers" in text
+    names = [r.name for r in result["results"]]
+    assert names == ["LoRA only", "FoNE + LoRA"]
+    for r in result["results"]:  # the table shows the measured numbers, nothing else
+        row = next(line for line in lines if line.startswith(r.name + " "))
+        shown = re.findall(r"(\d+\.\d)%", row)
+        assert shown == [f"{100 * r.before['exact_match']:.1f}", f"{100 * r.after['exact_match']:.1f}"], row
+        assert f"{r.trainable:,}" in row
+    fone, lora = result["results"][1], result["results"][0]
+    assert fone.trainable > lora.trainable  # FoNE adds the [NUM] rows and the number modules to the same LoRA
+    export = result["export"]
+    assert export["same_answers"] and export["max_logit_diff"] < 1e-5
+    assert os.path.isfile(os.path.join(export["path"], "number_config.json"))
+    assert "same answers: True" in text and "quickstart finished" in text
+
+
+def test_cli_quickstart_passes_its_options(monkeypatch):
+    seen = {}
+
+    def fake(**kwargs):
+        seen.update(kwargs)
+        return {}
+
+    monkeypatch.setattr("numadapter.quickstart.run_quickstart", fake)
+    assert cli.main(["quickstart", "--tiny", "--model", "some/model", "--steps", "7", "--seed", "3"]) == 0
+    assert seen == {"model": "some/model", "out": None, "tiny": True, "steps": 7, "seed": 3}
+
+
+def test_bad_steps_are_refused():
+    with pytest.raises(ValueError, match="`steps` must be a positive number of fine-tuning steps, got 0"):
+        run_quickstart(tiny=True, steps=0)
