@@ -10,6 +10,7 @@ Public API (everything else lives in submodules):
 - `get_peft_model`: LoRA + number adapter on a Llama / Granite / T5 model, a genuine `peft.PeftModel`.
   Importing numadapter registers the adapter with PEFT, so `peft.get_peft_model`, `peft.PeftModel.from_pretrained`
   and `AutoPeftModelForCausalLM` work too.
+- `export_merged`, `load_exported`: LoRA merged into one self-contained checkpoint with the number modules.
 - `generate`: the decode loop (KV cache) that renders generated [NUM] tokens from the number head.
 - `NumberSFTTrainer`, `NumberSeq2SeqTrainer`, `NumberDataCollator`, `prepare_dataset`: training with TRL/transformers.
 - `NTLoss`, `ntl_loss_func`, `NumberLossCallback`: the Number Token Loss, also for a plain `trl.SFTTrainer`.
@@ -27,6 +28,7 @@ from numadapter.encodings import (
     fone_decode,
     fone_features,
 )
+from numadapter.export import export_merged, load_exported
 from numadapter.generation import NumberGenerationOutput, generate
 from numadapter.heads import FoNEDigitHead, RegressionHead
 from numadapter.mapping import get_peft_model
@@ -58,8 +60,10 @@ __all__ = [
     "find_numbers",
     "fone_decode",
     "fone_features",
+    "export_merged",
     "generate",
     "get_peft_model",
+    "load_exported",
     "ntl_loss_func",
     "prepare_dataset",
 ]
