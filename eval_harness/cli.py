@@ -1,11 +1,13 @@
-"""``python -m eval_harness``: list tasks and generate their data.
+"""``python -m eval_harness``: list tasks, generate their data, train and evaluate methods, write reports.
 
 Subcommands:
     tasks      list the built-in tasks with their descriptions, split sizes and metrics.
     generate   write examples of one task split as JSON Lines (stdout or --out).
+    run        train and evaluate methods on a preset's tables (`eval_harness.presets`), one JSON per run, then
+               the markdown report and PNG plots (`eval_harness.report`).
+    report     rebuild the report from existing result files.
 
-Running methods on tasks (``run``: methods, presets, device) is not part of this command yet; it is added by
-the runner work, as a further subparser in `make_parser`.
+Heavy imports (torch, transformers, numadapter) happen inside the commands, so ``--help`` stays fast.
 """
 
 from __future__ import annotations
@@ -17,13 +19,45 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+DEFAULT_RESULTS = Path("eval_harness") / "results"
+
+
+def _epilog() -> str:
+    from .methods import METHODS
+    from .presets import PRESETS
+    from .tasks import TASKS
+
+    lines = ["tasks:", "  " + ", ".join(TASKS), "", "methods:"]
+    width = max(len(name) for name in METHODS)
+    for name, method in METHODS.items():
+        lines.append(f"  {name:<{width}}  {method.description} [{'/'.join(method.regimes)}]")
+    lines += ["", "presets:"]
+    for name, preset in PRESETS.items():
+        tables = ", ".join(e.name for e in preset.experiments)
+        lines.append(f"  {name:<{width}}  {preset.description} (tables: {tables}; default device {preset.device})")
+    lines += ["", "example: python -m eval_harness run --preset cpu-small --experiments data_size"]
+    return "\n".join(lines)
+
+
+def _csv(kind: type):
+    def parse(text: str) -> list:
+        try:
+            return [kind(item) for item in text.split(",") if item.strip()]
+        except ValueError as err:
+            message = f"expected a comma-separated list of {kind.__name__}, got {text!r}"
+            raise argparse.ArgumentTypeError(message) from err
+
+    return parse
+
 
 def make_parser() -> argparse.ArgumentParser:
     """The argument parser (separate from `main` so tests and docs can inspect it)."""
     parser = argparse.ArgumentParser(
         prog="python -m eval_harness",
-        description="numadapter evaluation harness: tasks from the FoNE, xVal, NTL and digit-aggregation papers.",
-        epilog="Training and evaluating methods on these tasks (a `run` command) is not available yet.",
+        description="numadapter evaluation harness: tasks from the FoNE, xVal, NTL and digit-aggregation papers, "
+        "methods compared on the same data, model and budget.",
+        epilog=_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -41,7 +75,60 @@ def make_parser() -> argparse.ArgumentParser:
     gen.add_argument("--n", type=int, default=None, help="number of examples (default: the task's split size)")
     gen.add_argument("--seed", type=int, default=0, help="seed fixing the split partition and order (default: 0)")
     gen.add_argument("--out", type=Path, default=None, help="output .jsonl file (default: print to stdout)")
-    # `run` (methods, presets cpu-small/paper, --device) is added here by the runner work.
+
+    run = sub.add_parser(
+        "run",
+        help="train and evaluate methods on a preset's tables; write JSON results, a markdown report and plots",
+        description="Train and evaluate methods on the tables of a preset. Every option below overrides the "
+        "preset for all its tables.",
+        epilog=_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_argument("--preset", default="cpu-small", help="preset name (default: cpu-small)")
+    run.add_argument("--experiments", type=_csv(str), default=None, help="only these tables, e.g. data_size")
+    run.add_argument("--methods", type=_csv(str), default=None, help="only these methods, e.g. fone,digits")
+    run.add_argument("--task", default=None, help="replace the tables' task")
+    run.add_argument("--train-sizes", type=_csv(int), default=None, help="replace the training sizes, e.g. 3200,6400")
+    run.add_argument("--model-sizes", type=_csv(int), default=None, help="replace the FoNE Table 6 sizes, e.g. 1,2")
+    run.add_argument("--epochs", type=int, default=None, help="epochs (the budget; same for every method)")
+    run.add_argument(
+        "--steps", type=int, default=None, help="budget in optimizer steps: each training size gets as many epochs"
+    )
+    run.add_argument("--batch-size", type=int, default=None, help="examples per optimizer step")
+    run.add_argument("--lr", type=float, default=None, help="one peak learning rate for every method")
+    run.add_argument("--schedule", choices=["cosine", "constant", "wsd"], default=None, help="learning-rate schedule")
+    run.add_argument("--warmup", type=float, default=None, help="warmup as a fraction of the steps")
+    run.add_argument("--n-test", type=int, default=None, help="test examples")
+    run.add_argument("--n-valid", type=int, default=None, help="validation examples for the accuracy curve")
+    run.add_argument("--eval-every", type=int, default=None, help="validate every N epochs (0: never)")
+    run.add_argument("--seed", type=int, default=None, help="seed of data, init and batch order (default: 0)")
+    run.add_argument("--device", default=None, help="cpu, cuda, cuda:1, mps (default: the preset's)")
+    run.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    run.add_argument("--base", default=None, help="pretrained base (path) for the adapter tables")
+    run.add_argument("--lora-r", type=int, default=16, help="LoRA rank (adapter tables; default 16)")
+    run.add_argument("--lora-alpha", type=int, default=32, help="LoRA alpha (adapter tables; default 32)")
+    run.add_argument(
+        "--lora-targets",
+        type=_csv(str),
+        default=None,
+        help="LoRA target modules (default: q,k,v,o,gate,up,down _proj)",
+    )
+    run.add_argument(
+        "--set",
+        dest="number_settings",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a NumberAdapterConfig field for the numadapter methods (repeatable; VALUE is JSON or a string), "
+        "e.g. --set fone_head_input=linear",
+    )
+    run.add_argument("--out", type=Path, default=None, help="results directory (default: eval_harness/results/PRESET)")
+    run.add_argument("--resume", action="store_true", help="skip runs whose result file exists")
+    run.add_argument("--dry-run", action="store_true", help="list the runs and exit")
+
+    rep = sub.add_parser("report", help="rebuild report.md and the plots from result files")
+    rep.add_argument("--results", type=Path, required=True, help="results directory (searched recursively)")
+    rep.add_argument("--out", type=Path, default=None, help="markdown path (default: RESULTS/report.md)")
     return parser
 
 
@@ -70,6 +157,66 @@ def _generate(args: argparse.Namespace, out: TextIO) -> None:
     out.write(f"wrote {len(lines)} examples of {task.name}/{args.split} (seed {args.seed}) to {args.out}\n")
 
 
+def _settings(items: Sequence[str]) -> dict:
+    settings = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--set takes KEY=VALUE, got {item!r}: e.g. --set fone_head_input=linear.")
+        try:
+            settings[key] = json.loads(value)
+        except json.JSONDecodeError:
+            settings[key] = value
+    return settings
+
+
+def _run(args: argparse.Namespace, out: TextIO) -> None:
+    from dataclasses import replace
+
+    from .methods import get_method
+    from .methods.sizes import LoraSettings
+    from .presets import expand, get_preset
+
+    preset = get_preset(args.preset)
+    for name in args.methods or []:
+        get_method(name)
+    lora = LoraSettings(r=args.lora_r, alpha=args.lora_alpha)
+    if args.lora_targets:
+        lora = LoraSettings(r=args.lora_r, alpha=args.lora_alpha, target_modules=tuple(args.lora_targets))
+    skipped: list[str] = []
+    specs = expand(
+        preset, experiments=args.experiments, methods=args.methods, train_sizes=args.train_sizes,
+        model_sizes=args.model_sizes, steps=args.steps, base=args.base, lora=lora, skipped=skipped, task=args.task,
+        epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, schedule=args.schedule, warmup=args.warmup,
+        n_test=args.n_test, n_valid=args.n_valid, eval_every=args.eval_every, seed=args.seed,
+        device=args.device or preset.device, threads=args.threads,
+    )  # fmt: skip
+    settings = _settings(args.number_settings)
+    if settings:
+        numadapter = [s for s in specs if get_method(s.method).backend == "numadapter"]
+        specs = [replace(s, number_settings=settings) for s in numadapter]
+    for line in skipped:
+        out.write(f"skipped table {line}\n")
+    if not specs:
+        raise ValueError("no runs to do: check --experiments / --methods (and --base for adapter tables).")
+    results_dir = args.out if args.out is not None else DEFAULT_RESULTS / preset.name
+    if args.dry_run:
+        for spec in specs:
+            out.write(f"{spec.experiment}/{spec.run_id}  lr={spec.lr:g} epochs={spec.epochs} device={spec.device}\n")
+        return
+    from .report import build_report
+    from .runner import run_specs
+
+    if specs[0].device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ValueError(f"--device {specs[0].device} was asked for but CUDA is not available: pass --device cpu.")
+    run_specs(specs, results_dir, resume=args.resume, log=lambda line: out.write(line + "\n"))
+    report = build_report(results_dir)
+    out.write(f"report: {report}\n")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (2 with a message on bad input)."""
     parser = make_parser()
@@ -79,6 +226,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             _list_tasks(sys.stdout)
         elif args.command == "generate":
             _generate(args, sys.stdout)
+        elif args.command == "run":
+            _run(args, sys.stdout)
+        elif args.command == "report":
+            from .report import build_report
+
+            sys.stdout.write(f"report: {build_report(args.results, args.out)}\n")
     except (ValueError, TypeError) as err:
         parser.exit(2, f"error: {err}\n")
     return 0

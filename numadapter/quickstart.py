@@ -192,7 +192,7 @@ def _finetune(
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
     base = AutoModelForCausalLM.from_pretrained(base_path, dtype=torch.float32)
     config = NumberAdapterConfig(
-        encoding=encoding, int_digits=6, frac_digits=0, r=spec.rank, lora_alpha=2 * spec.rank, lora_dropout=0.0,
+        encoding=encoding, int_digits=5, frac_digits=0, r=spec.rank, lora_alpha=2 * spec.rank, lora_dropout=0.0,
         target_modules="all-linear",
     )  # fmt: skip
     torch.manual_seed(seed)
@@ -296,8 +296,29 @@ def run_quickstart(
         if steps < 1:
             raise ValueError(f"`steps` must be a positive number of fine-tuning steps, got {steps}.")
         spec = TinySpec(**{**spec.__dict__, "finetune_steps": steps})
+    if model is not None:
+        from transformers import AutoConfig
+
+        if getattr(AutoConfig.from_pretrained(model), "is_encoder_decoder", False):
+            raise ValueError(
+                f"the quick start fine-tunes causal LMs (Llama, Granite, ...), and {model!r} is an encoder-decoder: "
+                "for T5 use a recipe, e.g. numadapter train --config recipes/t5/digits_ntl.yaml "
+                f"model.name_or_path={model}."
+            )
     start = time.perf_counter()
     datasets.disable_progress_bars()
+    threads = torch.get_num_threads()
+    if model is None:  # tiny matrices: one thread is as fast as two and does not slow down when the CPU is busy
+        torch.set_num_threads(1)
+    try:
+        return _run(model, out, spec, seed, print_fn, start)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run(model: str | None, out: str | None, spec: TinySpec, seed: int, print_fn: PrintFn, start: float) -> dict:
+    import torch
+
     with tempfile.TemporaryDirectory() as tmp:
         root = out or tmp
         os.makedirs(root, exist_ok=True)

@@ -1,0 +1,285 @@
+"""Presets: named sets of experiments (tables), each a grid of methods x training sizes x model sizes.
+
+- ``cpu-small``: fits a 2-core CPU, each table in at most about 30 minutes (measured figures in
+  ``eval_harness/results/README.md``). FoNE Table 6 model 4 (4 layers x 256 wide) unless a table varies the size.
+- ``paper``: the FoNE paper's sizes (Sec. 4.1, Appendix G: 100 epochs, batch 512, learning rate 0.005, xVal
+  0.0001; Table 4 split sizes; Table 5: model 4 for the data-size sweep, 200,000 examples for the model-size sweep;
+  Table 6 models), for GPUs (``--device cuda``).
+- ``tiny``: a few steps on the smallest model, for tests and smoke runs.
+
+Every experiment trains all of its methods on the same data with the same budget (epochs, batch size, schedule;
+the learning rate is per method only where a paper sets it so, as for xVal). Tables with ``regime="adapter"`` run
+only when a pretrained base is given (``--base PATH``) and are skipped otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from eval_harness.methods import METHODS, get_method
+from eval_harness.methods.sizes import TABLE6, LoraSettings
+
+if TYPE_CHECKING:
+    from eval_harness.runner import RunSpec
+
+PLOTS = ("train_size", "model_size")
+ALL_SCRATCH = tuple(name for name, m in METHODS.items() if "scratch" in m.regimes)
+ADAPTER_METHODS = ("lora", "fone", "xval", "digits_ntl_was", "digits_agg")
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One table: a grid of runs with a shared budget.
+
+    Attributes:
+        name: table name (results go to ``<out>/<name>/``).
+        title: heading in the report.
+        task: task name.
+        methods: method names.
+        train_sizes: training-set sizes (nested subsets of the train split).
+        model_sizes: FoNE Table 6 sizes (scratch).
+        regime: "scratch" or "adapter".
+        n_test, n_valid, eval_every: test / validation sizes and the validation interval (epochs; 0: never).
+        epochs, batch_size, lr, schedule, warmup, weight_decay: the budget (`RunSpec`).
+        steps: if set, a budget in optimizer steps instead of `epochs`: each training size gets
+            ``ceil(steps * batch_size / train_size)`` epochs, so every size sees the same number of steps (a
+            fixed-compute data-size sweep; `epochs` is then ignored).
+        lr_by_method: per-method learning rates that replace `lr` (only where a paper prescribes one).
+        plots: the x axes of the accuracy plots ("train_size", "model_size").
+        note: what the table shows, for the report.
+    """
+
+    name: str
+    title: str
+    task: str
+    methods: tuple[str, ...]
+    train_sizes: tuple[int, ...]
+    model_sizes: tuple[int, ...] = (4,)
+    regime: str = "scratch"
+    n_test: int = 2000
+    n_valid: int = 0
+    eval_every: int = 0
+    epochs: int = 10
+    steps: int | None = None
+    batch_size: int = 64
+    lr: float = 1e-3
+    lr_by_method: Mapping[str, float] = field(default_factory=dict)
+    schedule: str = "cosine"
+    warmup: float = 0.05
+    weight_decay: float = 0.0
+    plots: tuple[str, ...] = ()
+    note: str = ""
+
+    def specs(self, preset: str, **overrides) -> list[RunSpec]:
+        """The runs of this table (overrides: any `RunSpec` field, e.g. device, seed, base, threads)."""
+        from eval_harness.runner import RunSpec
+
+        out = []
+        sizes = self.model_sizes if self.regime == "scratch" else (None,)
+        for model_size in sizes:
+            for train_size in self.train_sizes:
+                epochs = self.epochs
+                if self.steps is not None:
+                    epochs = max(1, math.ceil(self.steps * self.batch_size / train_size))
+                for method in self.methods:
+                    fields = dict(
+                        preset=preset, experiment=self.name, task=self.task, method=method, train_size=train_size,
+                        regime=self.regime, model_size=model_size, n_test=self.n_test, n_valid=self.n_valid,
+                        eval_every=self.eval_every, epochs=epochs, batch_size=self.batch_size,
+                        lr=self.lr_by_method.get(method, self.lr), schedule=self.schedule, warmup=self.warmup,
+                        weight_decay=self.weight_decay,
+                    )  # fmt: skip
+                    fields.update(overrides)
+                    out.append(RunSpec(**fields))
+        return out
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A named set of experiments.
+
+    Attributes:
+        name: preset name (``--preset``).
+        description: one line for ``--help``.
+        experiments: the tables.
+        device: the default device.
+    """
+
+    name: str
+    description: str
+    experiments: tuple[Experiment, ...]
+    device: str = "cpu"
+
+    def experiment(self, name: str) -> Experiment:
+        for experiment in self.experiments:
+            if experiment.name == name:
+                return experiment
+        raise ValueError(
+            f"preset {self.name!r} has no experiment {name!r}; its experiments: "
+            f"{', '.join(e.name for e in self.experiments)}."
+        )
+
+
+DECIMAL_ADD = "fone_decimal_add_6"
+
+CPU_SMALL = Preset(
+    "cpu-small",
+    "2-core CPU: FoNE vs digit-wise vs subword on 6-digit decimal addition (headline + Table 1), model and "
+    "method sweeps, adapter table with --base; each table <= ~30 min",
+    (
+        Experiment(
+            "data_size", "6-digit decimal addition: accuracy vs training-data size (FoNE Fig. 2a; Table 1 timings)",
+            DECIMAL_ADD, ("fone", "digits", "subword"), (3200, 6400), epochs=40, batch_size=64, lr=1e-3,
+            plots=("train_size",),
+            note="From scratch, FoNE Table 6 model 4, all methods trained in lockstep on the same examples and batch "
+            "order; epoch times measured side by side.",
+        ),
+        Experiment(
+            "model_size", "6-digit decimal addition: accuracy vs model size (FoNE Fig. 2b)",
+            DECIMAL_ADD, ("fone", "digits", "subword"), (3200,), model_sizes=(1, 2, 3), epochs=20, batch_size=64,
+            lr=1e-3, plots=("model_size",), note="From scratch, FoNE Table 6 models 1-3.",
+        ),
+        Experiment(
+            "methods", "6-digit decimal addition: every method (xVal, NTL kinds, [AGG]) at one size",
+            DECIMAL_ADD, ALL_SCRATCH, (3200,), model_sizes=(2,), epochs=8, batch_size=64, lr=1e-3,
+            note="From scratch, FoNE Table 6 model 2; a short budget, so the ranking, not the ceiling, is the point.",
+        ),
+        Experiment(
+            "adapter", "6-digit decimal addition: LoRA + number adapter vs LoRA alone on a pretrained base",
+            DECIMAL_ADD, ADAPTER_METHODS, (3200,), regime="adapter", epochs=3, batch_size=32, lr=1e-3,
+            note="Runs only with --base PATH; the base is frozen, LoRA r=16 on all projections (+ number modules).",
+        ),
+    ),
+)  # fmt: skip
+
+PAPER_DATA_SIZES = (3200, 6400, 12800, 25600, 51200, 102400, 204800, 409600)
+PAPER_LR = {"xval": 1e-4}
+
+PAPER = Preset(
+    "paper",
+    "the FoNE paper's sizes (100 epochs, batch 512, lr 0.005 / xVal 0.0001, Table 4-6) for GPUs: --device cuda",
+    (
+        Experiment(
+            "data_size", "6-digit decimal addition: accuracy vs training-data size (FoNE Fig. 2a, Table 1)",
+            DECIMAL_ADD, ("fone", "digits", "subword", "xval"), PAPER_DATA_SIZES, n_test=200_000, epochs=100,
+            batch_size=512, lr=5e-3, lr_by_method=PAPER_LR, plots=("train_size",),
+            note="From scratch, FoNE Table 6 model 4 (Table 5: the data-size sweep uses one model).",
+        ),
+        Experiment(
+            "model_size", "6-digit decimal addition: accuracy vs model size (FoNE Fig. 2b)",
+            DECIMAL_ADD, ("fone", "digits", "subword", "xval"), (200_000,), model_sizes=tuple(TABLE6),
+            n_test=200_000, epochs=100, batch_size=512, lr=5e-3, lr_by_method=PAPER_LR, plots=("model_size",),
+            note="From scratch, FoNE Table 6 models 1-6, 200,000 training examples (Table 5).",
+        ),
+        Experiment(
+            "tasks_int_add", "6-digit integer addition (FoNE Fig. 3a)", "fone_int_add_6",
+            ("fone", "digits", "subword", "xval"), (3200, 12800, 51200, 204800), n_test=200_000, epochs=100,
+            batch_size=512, lr=5e-3, lr_by_method=PAPER_LR, plots=("train_size",),
+        ),
+        Experiment(
+            "tasks_sub", "5-digit integer subtraction (FoNE Fig. 3b, Table 1)", "fone_int_sub_5",
+            ("fone", "digits", "subword", "xval"), (3200, 12800, 51200, 204800), n_test=200_000, epochs=100,
+            batch_size=512, lr=5e-3, lr_by_method=PAPER_LR, plots=("train_size",),
+        ),
+        Experiment(
+            "tasks_mul", "3-digit integer multiplication (FoNE Fig. 3c, Table 1)", "fone_int_mul_3",
+            ("fone", "digits", "subword", "xval"), (3200, 12800, 51200, 204800), n_test=100_000, epochs=100,
+            batch_size=512, lr=5e-3, lr_by_method=PAPER_LR, plots=("train_size",),
+        ),
+        Experiment(
+            "methods", "6-digit decimal addition: every method (xVal, NTL kinds, [AGG])", DECIMAL_ADD, ALL_SCRATCH,
+            (51200,), n_test=200_000, epochs=100, batch_size=512, lr=5e-3, lr_by_method=PAPER_LR,
+        ),
+        Experiment(
+            "adapter", "6-digit decimal addition: LoRA + number adapter vs LoRA alone", DECIMAL_ADD,
+            ADAPTER_METHODS, (51200,), regime="adapter", n_test=200_000, epochs=3, batch_size=64, lr=2e-4,
+            note="Runs only with --base PATH (e.g. Llama-3.2-1B saved locally); LoRA r=16 on all projections.",
+        ),
+    ),
+    device="cuda",
+)  # fmt: skip
+
+TINY = Preset(
+    "tiny",
+    "a few steps on FoNE Table 6 model 1 (tests, smoke runs)",
+    (
+        Experiment(
+            "data_size", "tiny smoke run", DECIMAL_ADD, ("fone", "digits"), (16, 32), model_sizes=(1,), n_test=8,
+            epochs=1, batch_size=8, lr=1e-3, plots=("train_size", "model_size"),
+        ),
+    ),
+)  # fmt: skip
+
+PRESETS: dict[str, Preset] = {p.name: p for p in (CPU_SMALL, PAPER, TINY)}
+
+
+def get_preset(name: str) -> Preset:
+    """The preset called `name`; `ValueError` listing the valid ones otherwise."""
+    if name not in PRESETS:
+        raise ValueError(f"Unknown preset {name!r}. Valid presets: {', '.join(PRESETS)}.")
+    return PRESETS[name]
+
+
+def expand(
+    preset: Preset,
+    *,
+    experiments: Sequence[str] | None = None,
+    methods: Sequence[str] | None = None,
+    train_sizes: Sequence[int] | None = None,
+    model_sizes: Sequence[int] | None = None,
+    steps: int | None = None,
+    base: str | None = None,
+    lora: LoraSettings | None = None,
+    skipped: list[str] | None = None,
+    **overrides,
+) -> list[RunSpec]:
+    """The runs of a preset after command-line overrides.
+
+    Args:
+        preset: the preset.
+        experiments: only these tables (default: all).
+        methods: only these methods (each table keeps the ones it can run in its regime).
+        train_sizes, model_sizes: replace the tables' grids.
+        steps: a budget in optimizer steps for every table (see `Experiment.steps`; ``epochs`` overrides it).
+        base: the pretrained base for adapter tables (without it they are skipped and named in `skipped`).
+        lora: LoRA settings for adapter tables.
+        skipped: collects a line per skipped table.
+        **overrides: `RunSpec` fields for every run (device, seed, epochs, batch_size, lr, threads, n_test, ...).
+
+    Returns:
+        The `RunSpec` list.
+    """
+    chosen = [preset.experiment(name) for name in experiments] if experiments else list(preset.experiments)
+    specs: list[RunSpec] = []
+    for experiment in chosen:
+        if experiment.regime == "adapter" and not base:
+            if skipped is not None:
+                skipped.append(f"{experiment.name}: needs a pretrained base (--base PATH)")
+            continue
+        if methods:
+            names = tuple(m for m in methods if experiment.regime in get_method(m).regimes)
+            if not names:
+                if skipped is not None:
+                    regime = experiment.regime
+                    skipped.append(f"{experiment.name}: none of the chosen methods runs in the {regime} regime")
+                continue
+            experiment = replace(experiment, methods=names)
+        if train_sizes:
+            experiment = replace(experiment, train_sizes=tuple(train_sizes))
+        if model_sizes:
+            experiment = replace(experiment, model_sizes=tuple(model_sizes))
+        if steps:
+            experiment = replace(experiment, steps=steps)
+        extra = dict(overrides)
+        if "lr" in extra and extra["lr"] is not None:  # one learning rate for every method
+            experiment = replace(experiment, lr=extra.pop("lr"), lr_by_method={})
+        extra = {key: value for key, value in extra.items() if value is not None}
+        if experiment.regime == "adapter":
+            extra["base"] = base
+            if lora is not None:
+                extra["lora"] = lora
+        specs += experiment.specs(preset.name, **extra)
+    return specs

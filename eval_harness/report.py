@@ -1,0 +1,244 @@
+"""Reports from result files: one markdown file with a table per experiment, and PNG accuracy plots.
+
+`build_report(results_dir)` reads every ``*.json`` result under `results_dir` (written by `eval_harness.runner`)
+and writes ``report.md`` plus, per experiment, ``<experiment>_accuracy_vs_train_size.png`` when it has several
+training sizes and ``<experiment>_accuracy_vs_model_size.png`` when it has several model sizes.
+
+Time ratios (the FoNE paper's Table 1) are computed only between runs trained in lockstep (same group, see
+`eval_harness.runner`): for each epoch, method time / reference time of the same epoch, then the median over
+epochs, so both sides of every ratio were measured under the same machine load. The reference is ``fone`` when
+present. Load averages (1 minute) during the epochs are printed next to the timings.
+
+Plots need matplotlib (``pip install -c constraints.txt matplotlib``); without it the markdown is still written
+and the missing plots are named in it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from eval_harness.runner import RESULT_SCHEMA
+
+REFERENCE = "fone"
+
+
+def load_results(results_dir: str | Path) -> list[dict[str, Any]]:
+    """Every result dict under `results_dir` (recursively), sorted by experiment, model, training size, method."""
+    out = []
+    for path in sorted(Path(results_dir).rglob("*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            continue
+        if isinstance(data, dict) and data.get("schema") == RESULT_SCHEMA:
+            data["_path"] = str(path)
+            out.append(data)
+    return sorted(out, key=_sort_key)
+
+
+def _sort_key(r: dict[str, Any]) -> tuple:
+    c = r["config"]
+    return (r["experiment"], c.get("model_size") or 0, c["train_size"], r["method"], r["seed"])
+
+
+def _fmt(value: Any, digits: int = 2, scale: float = 1.0) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "n/a"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return f"{value * scale:,.{digits}f}"
+
+
+def _metric(r: dict[str, Any], name: str) -> float | None:
+    value = r["metrics"].get(name, {}).get("value")
+    return None if value is None else float(value)
+
+
+def _model_label(r: dict[str, Any]) -> str:
+    if r["regime"] == "adapter":
+        return "LoRA on base"
+    params = r["model"]["params"]["total"]
+    return f"{r['config']['model_size']} ({params / 1e6:.2f}M)"
+
+
+def _group_key(r: dict[str, Any]) -> tuple:
+    c = r["config"]
+    return (r["experiment"], c.get("model_size"), c.get("base"), c["train_size"], r["seed"])
+
+
+def paired_ratios(results: Sequence[dict[str, Any]], reference: str = REFERENCE) -> dict[str, dict[str, float]]:
+    """Per method of one lockstep group: median over epochs of (epoch time / reference epoch time), test-time ratio.
+
+    Returns:
+        ``{method: {"epoch_ratio": ..., "test_ratio": ...}}``; empty without the reference method.
+    """
+    by_method = {r["method"]: r for r in results}
+    ref = by_method.get(reference)
+    if ref is None:
+        return {}
+    out = {}
+    for name, r in by_method.items():
+        if reference not in r["timing"].get("lockstep_with", []):
+            continue
+        pairs = [a / b for a, b in zip(r["timing"]["epoch_s"], ref["timing"]["epoch_s"]) if b > 0]
+        out[name] = {
+            "epoch_ratio": statistics.median(pairs) if pairs else math.nan,
+            "test_ratio": r["timing"]["test_s"] / ref["timing"]["test_s"] if ref["timing"]["test_s"] > 0 else math.nan,
+        }
+    return out
+
+
+HEADER = (
+    "| method | train size | model (params) | EM % | MAE | R^2 | MAPE % | CER % | tokens/number | max-number tokens "
+    "| seq len | epoch s (median) | train s | train ex/s | test s | test ex/s | epoch time / FoNE | test time / FoNE |"
+)
+
+
+def _table(results: list[dict[str, Any]]) -> list[str]:
+    groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    for r in results:
+        groups[_group_key(r)].append(r)
+    lines = [HEADER, "|" + "---|" * (HEADER.count("|") - 1)]
+    for members in groups.values():
+        ratios = paired_ratios(members)
+        for r in members:
+            t, d = r["timing"], r["data"]
+            ratio = ratios.get(r["method"], {})
+            lines.append(
+                "| "
+                + " | ".join(
+                    [
+                        r["method"],
+                        f"{r['config']['train_size']:,}",
+                        _model_label(r),
+                        _fmt(_metric(r, "exact_match"), 2, 100.0),
+                        _fmt(_metric(r, "mae"), 4),
+                        _fmt(_metric(r, "r2"), 4),
+                        _fmt(_metric(r, "mape"), 3),
+                        _fmt(_metric(r, "cer"), 2),
+                        _fmt(d["tokens_per_number"], 2),
+                        str(d["tokens_max_number"]),
+                        _fmt(d["seq_len_mean"], 1),
+                        _fmt(t["epoch_s_median"], 2),
+                        _fmt(t["train_s"], 1),
+                        _fmt(t["train_examples_per_s"], 0),
+                        _fmt(t["test_s"], 2),
+                        _fmt(t["test_examples_per_s"], 0),
+                        _fmt(ratio.get("epoch_ratio"), 2) + ("x" if ratio else ""),
+                        _fmt(ratio.get("test_ratio"), 2) + ("x" if ratio else ""),
+                    ]
+                )
+                + " |"
+            )
+    return lines
+
+
+def _setup_line(results: list[dict[str, Any]]) -> str:
+    r = results[0]
+    c, env = r["config"], r["environment"]
+    loads = [x for res in results for x in res["timing"].get("load_avg_per_epoch", [])]
+    load = f"{min(loads):.2f}-{max(loads):.2f}" if loads else "n/a"
+    lrs = sorted({f"{res['method']}={res['config']['lr']:g}" for res in results})
+    lr_text = f"{c['lr']:g}" if len({res["config"]["lr"] for res in results}) == 1 else ", ".join(lrs)
+    return (
+        f"task `{r['task']}`, regime {r['regime']}, {c['epochs']} epochs, batch {c['batch_size']}, lr {lr_text} "
+        f"({c['schedule']}, warmup {c['warmup']:g}), weight decay {c['weight_decay']:g}, seed {r['seed']}, "
+        f"{r['data']['n_test']:,} test examples; device {env['device']} ({env.get('device_name', '')}), "
+        f"{env['torch_threads']} torch threads, load average (1 min) during epochs {load}; "
+        f"prediction: {'; '.join(sorted({res['method'] + ': ' + res['prediction_path'] for res in results}))}."
+    )
+
+
+def _plot(results: list[dict[str, Any]], axis: str, path: Path, title: str) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    series: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
+    for r in results:
+        c = r["config"]
+        if axis == "train_size":
+            key, x = (r["method"], c.get("model_size")), c["train_size"]
+        else:
+            key, x = (r["method"], c["train_size"]), r["model"]["params"]["total"] / 1e6
+        em = _metric(r, "exact_match")
+        if em is not None:
+            series[key].append((x, 100.0 * em))
+    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=120)
+    for (method, other), points in sorted(series.items(), key=lambda kv: str(kv[0])):
+        points.sort()
+        label = f"{method} (model {other})" if axis == "train_size" else f"{method} (n={other:,})"
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
+    if axis == "train_size":
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("training examples")
+    else:
+        ax.set_xlabel("parameters (M)")
+    ax.set_ylabel("exact match on test (%)")
+    ax.set_ylim(-2, 102)
+    ax.set_title(title, fontsize=9)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True
+
+
+def build_report(results_dir: str | Path, out: str | Path | None = None) -> Path:
+    """Writes ``report.md`` (and the PNG plots next to it) for every result under `results_dir`.
+
+    Args:
+        results_dir: where the runner wrote its result files.
+        out: the markdown path (default ``<results_dir>/report.md``).
+
+    Returns:
+        The markdown path.
+
+    Raises:
+        ValueError: no result files under `results_dir`.
+    """
+    results = load_results(results_dir)
+    if not results:
+        raise ValueError(f"no result files under {str(results_dir)!r}: run `python -m eval_harness run` first.")
+    out = Path(out) if out is not None else Path(results_dir) / "report.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    by_experiment: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in results:
+        by_experiment[r["experiment"]].append(r)
+    presets = sorted({r["preset"] for r in results})
+    lines = [f"# eval_harness results ({', '.join(presets)})", ""]
+    lines.append(
+        "EM: exact match; MAE / R^2 / MAPE on the predicted values; CER on canonical number texts; tokens/number: "
+        "mean tokens per number of the test data written alone (FoNE Table 1 counts the largest number: "
+        "max-number tokens); seq len: mean training sequence length (bos and eos included). Time ratios: median "
+        "over epochs of the per-epoch ratio between methods trained in lockstep (same machine conditions)."
+    )
+    for name, members in by_experiment.items():
+        lines += ["", f"## {name}", "", _setup_line(members), ""]
+        lines += _table(members)
+        for axis, label in (("train_size", "training-data size"), ("model_size", "model size")):
+            values = {
+                r["config"]["train_size"] if axis == "train_size" else r["config"].get("model_size") for r in members
+            }
+            if len(values) < 2:
+                continue
+            png = out.parent / f"{name}_accuracy_vs_{axis}.png"
+            if _plot(members, axis, png, f"{name}: exact match vs {label}"):
+                lines += ["", f"![{name}: accuracy vs {label}]({png.name})"]
+            else:
+                lines += ["", f"(plot {png.name} not written: matplotlib is not installed)"]
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return out
+
+
+__all__ = ["build_report", "load_results", "paired_ratios"]

@@ -1,0 +1,482 @@
+"""Trains and evaluates methods on a task under one budget, and writes one JSON result per run.
+
+A run (`RunSpec`) is one method trained on one training-set size with one model (a FoNE Table 6 size from scratch,
+or a pretrained base with adapters). Runs that differ only in the method form a *group* and are trained in
+lockstep: epoch 1 of every method, then epoch 2 of every method, ..., with the order rotated each epoch. So the
+methods see the same data (same examples, same batch order: the order generator is seeded with the run seed), the
+same budget (epochs, batch size, schedule) and the same machine conditions while their epoch times are taken; the
+FoNE-vs-digit-wise time ratios of Table 1 come from such a group ("side by side in one run").
+
+Training loop (the same for every method): AdamW, gradient clipping at 1.0, linear warmup then cosine decay to zero
+(or a constant rate), batches trimmed to their longest sequence. The loss is the model's own: transformers' token
+cross-entropy for plain methods, numadapter's ``CE + number-head loss (+ NTL) (+ aggregate loss)`` for the others.
+Epoch times cover forward, backward and optimizer steps only (no evaluation), with a device synchronisation
+before each clock read. Test time covers prediction over the test split (see `eval_harness.methods.predict`).
+
+Each result file (``<out>/<experiment>/<method>-n<train>-m<size>-s<seed>.json``) holds the full configuration and
+seed, the method, parameter counts, data statistics (tokens per number, sequence lengths), the metrics of
+`eval_harness.metrics` (exact match, MAE, R^2, MAPE, CER), timings, the loss / validation curve, sample predictions,
+and the environment (versions, device, threads, load average).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from eval_harness import metrics as M
+from eval_harness.methods import Method, get_method
+from eval_harness.methods.encode import EncodedSet, number_places, numbers_of
+from eval_harness.methods.models import TABLE6, Built, LoraSettings, build
+from eval_harness.methods.predict import Predictions, predict
+from eval_harness.tasks import get_task
+from eval_harness.tasks.base import Example, canonical_number
+
+SCHEDULES = ("cosine", "constant", "wsd")
+WSD_DECAY = 0.2  # "wsd": the last 20% of the steps decay linearly to 0
+RESULT_SCHEMA = "eval_harness.result/1"
+METRIC_NAMES = ("exact_match", "mae", "r2", "mape", "cer")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything that defines one run (written into its result file).
+
+    Attributes:
+        preset: the preset it comes from (or "custom").
+        experiment: the experiment (table) name, e.g. "data_size".
+        task: the task name (`eval_harness.tasks`).
+        method: the method name (`eval_harness.methods`).
+        train_size: training examples (the first `train_size` of the task's train split: nested subsets).
+        regime: "scratch" or "adapter".
+        model_size: FoNE Table 6 size 1-6 (scratch).
+        base: path of the pretrained base (adapter).
+        n_test: test examples.
+        n_valid: validation examples for the curve (0: none).
+        eval_every: validate every this many epochs (0: never).
+        epochs: passes over the training set.
+        batch_size: examples per optimizer step.
+        lr: peak learning rate.
+        schedule: after a linear warmup: "cosine" (cosine decay to 0), "constant", or "wsd" (constant, then a
+            linear decay to 0 over the last 20% of the steps: warmup-stable-decay).
+        warmup: warmup steps as a fraction of all steps.
+        weight_decay: AdamW weight decay.
+        grad_clip: gradient-norm clip (0: off).
+        seed: seeds the data split, the model init and the batch order.
+        device: "cpu", "cuda", "cuda:1", "mps".
+        threads: torch CPU threads (None: torch's default).
+        eval_batch_size: prompts per prediction batch.
+        lora: LoRA settings of the adapter regime.
+        number_settings: `NumberAdapterConfig` fields that replace the method's (numadapter methods only), e.g.
+            ``{"fone_head_input": "linear"}`` for an ablation.
+    """
+
+    preset: str
+    experiment: str
+    task: str
+    method: str
+    train_size: int
+    regime: str = "scratch"
+    model_size: int | None = 4
+    base: str | None = None
+    n_test: int = 2000
+    n_valid: int = 0
+    eval_every: int = 0
+    epochs: int = 10
+    batch_size: int = 64
+    lr: float = 1e-3
+    schedule: str = "cosine"
+    warmup: float = 0.05
+    weight_decay: float = 0.0
+    grad_clip: float = 1.0
+    seed: int = 0
+    device: str = "cpu"
+    threads: int | None = None
+    eval_batch_size: int = 500
+    lora: LoraSettings = field(default_factory=LoraSettings)
+    number_settings: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        method = get_method(self.method)
+        if self.number_settings and method.backend != "numadapter":
+            raise ValueError(
+                f"number_settings {self.number_settings} apply to numadapter methods, not to the plain method "
+                f"{self.method!r}: drop --set or choose numadapter methods."
+            )
+        get_task(self.task)
+        for name in ("train_size", "n_test", "epochs", "batch_size", "eval_batch_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"`schedule` must be one of {list(SCHEDULES)}, got {self.schedule!r}.")
+        if not (self.lr > 0 and math.isfinite(self.lr)):
+            raise ValueError(f"`lr` must be a positive number, got {self.lr!r}.")
+        if not 0.0 <= self.warmup < 1.0:
+            raise ValueError(f"`warmup` is a fraction of the steps in [0, 1), got {self.warmup!r}.")
+        if self.regime == "scratch" and self.model_size not in TABLE6:
+            raise ValueError(f"`model_size` must be one of {sorted(TABLE6)} (FoNE Table 6), got {self.model_size!r}.")
+        if self.regime == "adapter" and not self.base:
+            raise ValueError("the adapter regime needs a pretrained base: pass --base PATH.")
+        if self.regime not in ("scratch", "adapter"):
+            raise ValueError(f"`regime` must be 'scratch' or 'adapter', got {self.regime!r}.")
+
+    @property
+    def run_id(self) -> str:
+        size = f"m{self.model_size}" if self.regime == "scratch" else "lora"
+        return f"{self.method}-n{self.train_size}-{size}-s{self.seed}"
+
+    @property
+    def group_key(self) -> str:
+        """Runs with the same key (all fields but the method and its learning rate) train in lockstep."""
+        return json.dumps({k: v for k, v in asdict(self).items() if k not in ("method", "lr")}, sort_keys=True)
+
+
+# -- training --------------------------------------------------------------------------------------------------------
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def lr_factor(step: int, total: int, warmup_steps: int, schedule: str) -> float:
+    """The learning-rate multiplier at optimizer step `step` (0-based) of `total`."""
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    if schedule == "constant":
+        return 1.0
+    if schedule == "wsd":  # warmup, stable, decay (linear to 0 over the last WSD_DECAY of the steps)
+        decay_start = total - int(WSD_DECAY * total)
+        return 1.0 if step < decay_start else max(0.0, (total - step) / max(1, total - decay_start))
+    progress = (step - warmup_steps) / max(1, total - warmup_steps)
+    return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+
+class _Run:
+    """One run's state while its group trains."""
+
+    def __init__(self, spec: RunSpec, method: Method, built: Built, train: EncodedSet) -> None:
+        self.spec, self.method, self.built, self.train = spec, method, built, train
+        self.model = built.model.to(spec.device)
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(params, lr=spec.lr, weight_decay=spec.weight_decay)
+        self.params = params
+        self.steps_per_epoch = math.ceil(len(train) / spec.batch_size)
+        total = self.steps_per_epoch * spec.epochs
+        warmup = int(spec.warmup * total)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda step: lr_factor(step, total, warmup, spec.schedule)
+        )
+        self.order = torch.Generator().manual_seed(spec.seed)
+        self.epoch_s: list[float] = []
+        self.losses: list[float] = []
+        self.load: list[float] = []
+        self.curve: list[dict[str, Any]] = []
+
+    def epoch(self, position: int) -> None:
+        spec = self.spec
+        self.model.train()
+        perm = torch.randperm(len(self.train), generator=self.order)
+        total = torch.zeros((), device=spec.device)
+        bar = tqdm(
+            range(0, len(self.train), spec.batch_size),
+            desc=f"{spec.method} ep {len(self.epoch_s) + 1}/{spec.epochs}",
+            leave=False,
+            unit="step",
+            position=position,
+        )
+        _sync(spec.device)
+        start = time.perf_counter()
+        for offset in bar:
+            batch = self.train.batch(perm[offset : offset + spec.batch_size], spec.device)
+            loss = self.model(**batch).loss
+            loss.backward()
+            if spec.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(self.params, spec.grad_clip)
+            self.optimizer.step()
+            self.scheduler.step()
+            self.optimizer.zero_grad(set_to_none=True)
+            total += loss.detach()
+        _sync(spec.device)
+        self.epoch_s.append(time.perf_counter() - start)
+        self.losses.append(float(total) / self.steps_per_epoch)
+        self.load.append(os.getloadavg()[0])
+
+
+# -- data and metrics ------------------------------------------------------------------------------------------------
+
+
+def _number_stats(built: Built, examples: Sequence[Example]) -> dict[str, Any]:
+    numbers = numbers_of(examples)
+    largest = max(numbers, key=lambda text: M.target_value(text) or 0)
+    return {
+        "tokens_per_number": M.tokens_per_number(numbers, built.codec.number_tokens),
+        "max_number": largest,
+        "tokens_max_number": len(built.codec.number_tokens(largest)),
+    }
+
+
+def _metrics(predictions: Predictions, examples: Sequence[Example]) -> dict[str, dict[str, Any]]:
+    targets = [e.target for e in examples]
+    out: dict[str, dict[str, Any]] = {}
+    out["exact_match"] = M.exact_match(predictions.texts, targets).as_dict()
+    for name, fn in (("mae", M.mae), ("r2", M.r2), ("mape", M.mape)):
+        try:
+            out[name] = fn(predictions.values, targets).as_dict()
+        except ValueError as err:  # e.g. R^2 of constant targets, non-numeric targets
+            out[name] = {"name": name, "value": math.nan, "error": str(err)}
+    # CER on canonical number texts: digit errors, not formatting ("419.15" vs "419.150" is no error).
+    canonical_predictions = []
+    for text in predictions.texts:
+        value = M.prediction_value(text)
+        canonical_predictions.append("" if value is None else canonical_number(value))
+    canonical_targets = [canonical_number(v) if (v := M.target_value(t)) is not None else t for t in targets]
+    out["cer"] = M.cer(canonical_predictions, canonical_targets).as_dict()
+    return out
+
+
+def _environment(device: str) -> dict[str, Any]:
+    import peft
+    import transformers
+
+    env: dict[str, Any] = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "peft": peft.__version__,
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "device": device,
+    }
+    if device.startswith("cuda") and torch.cuda.is_available():
+        env["device_name"] = torch.cuda.get_device_name(torch.device(device))
+    else:
+        env["device_name"] = platform.processor() or platform.machine()
+    try:
+        head = Path(__file__).resolve().parents[1] / ".git" / "HEAD"
+        ref = head.read_text().strip()
+        if ref.startswith("ref: "):
+            ref = (head.parent / ref[5:]).read_text().strip()
+        env["git_commit"] = ref
+    except OSError:
+        pass
+    return env
+
+
+def _valid_point(run: _Run, valid: tuple[EncodedSet, list[Example]] | None, epoch: int) -> dict[str, Any]:
+    point: dict[str, Any] = {"epoch": epoch, "loss": run.losses[-1], "epoch_s": run.epoch_s[-1]}
+    spec = run.spec
+    if valid is not None and spec.eval_every and (epoch % spec.eval_every == 0 or epoch == spec.epochs):
+        encoded, examples = valid
+        preds = predict(
+            run.method, run.built, encoded, [e.target for e in examples],
+            batch_size=spec.eval_batch_size, device=spec.device, max_new_tokens=_max_new_tokens(run.train),
+        )  # fmt: skip
+        point["valid_exact_match"] = M.exact_match(preds.texts, [e.target for e in examples]).value
+    return point
+
+
+def _max_new_tokens(train: EncodedSet) -> int:
+    """Decode budget: the longest training answer (eos included) plus 2."""
+    return int((train.lengths - train.prompt_lengths).max()) + 2
+
+
+# -- groups ----------------------------------------------------------------------------------------------------------
+
+
+def run_group(
+    specs: Sequence[RunSpec],
+    out_dir: str | os.PathLike,
+    workdir: str | os.PathLike | None = None,
+    log: Callable[[str], None] = print,
+) -> list[dict[str, Any]]:
+    """Trains the runs of one group in lockstep, evaluates them, writes their JSON files, returns the results.
+
+    Args:
+        specs: runs with equal `RunSpec.group_key` (different methods).
+        out_dir: the results directory (files go to ``<out_dir>/<experiment>/<run_id>.json``).
+        workdir: where local tokenizers are saved (default: a temporary directory).
+        log: where one summary line per run goes.
+
+    Returns:
+        The result dicts, in the order of `specs`.
+    """
+    if not specs:
+        return []
+    keys = {spec.group_key for spec in specs}
+    if len(keys) != 1:
+        raise ValueError("run_group needs runs that differ only in the method (and its lr); got differing settings.")
+    first = specs[0]
+    if first.threads:
+        torch.set_num_threads(first.threads)
+    if first.device.startswith("cuda"):
+        torch.backends.cuda.matmul.allow_tf32 = True
+    task = get_task(first.task)
+    train_examples = task.generate("train", first.train_size, seed=first.seed)
+    test_examples = task.generate("test", first.n_test, seed=first.seed)
+    valid_examples = task.generate("valid", first.n_valid, seed=first.seed) if first.n_valid else []
+    places = number_places(list(train_examples) + list(test_examples) + list(valid_examples))
+    xval_values = [abs(M.target_value(text) or 0) for text in numbers_of(train_examples)]
+    own_tmp = None
+    if workdir is None:
+        own_tmp = tempfile.TemporaryDirectory(prefix="eval_harness-")
+        workdir = own_tmp.name
+    runs: list[_Run] = []
+    extra: list[dict[str, Any]] = []
+    try:
+        for spec in specs:
+            method = get_method(spec.method)
+            built = build(
+                method, spec.regime, workdir=workdir, seed=spec.seed, places=places,
+                xval_values=[float(v) for v in xval_values], size=TABLE6.get(spec.model_size),
+                base_path=spec.base, lora=spec.lora, number_settings=spec.number_settings,
+            )  # fmt: skip
+            train = built.codec.encode(train_examples, desc=f"encode train ({spec.method})")
+            runs.append(_Run(spec, method, built, train))
+            valid = built.codec.encode(valid_examples) if valid_examples else None
+            extra.append({"valid": (valid, valid_examples) if valid is not None else None})
+        lockstep = [spec.method for spec in specs]
+        load_start = os.getloadavg()
+        epochs = first.epochs
+        for epoch in tqdm(range(1, epochs + 1), desc=f"{first.experiment} n={first.train_size} (lockstep)"):
+            shift = (epoch - 1) % len(runs)
+            for index in list(range(shift, len(runs))) + list(range(shift)):
+                run = runs[index]
+                run.epoch(position=1)
+                run.curve.append(_valid_point(run, extra[index]["valid"], epoch))
+        results = []
+        for run in runs:
+            results.append(_evaluate(run, test_examples, places, lockstep, load_start))
+        for result in results:
+            path = Path(out_dir) / result["experiment"] / f"{result['run_id']}.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(_clean(result), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+            timing, em = result["timing"], result["metrics"]["exact_match"]["value"]
+            log(
+                f"{result['experiment']:>12} {result['method']:<20} n={result['config']['train_size']:<7} "
+                f"EM {100 * em:6.2f}%  epoch {timing['epoch_s_median']:.2f}s  test {timing['test_s']:.1f}s  "
+                f"-> {path}"
+            )
+        return results
+    finally:
+        if own_tmp is not None:
+            own_tmp.cleanup()
+
+
+def _evaluate(
+    run: _Run, test_examples: Sequence[Example], places: tuple[int, int], lockstep: list[str], load_start
+) -> dict[str, Any]:
+    spec, built = run.spec, run.built
+    encoded = built.codec.encode(test_examples, desc=f"encode test ({spec.method})")
+    _sync(spec.device)
+    start = time.perf_counter()
+    preds = predict(
+        run.method, built, encoded, [e.target for e in test_examples],
+        batch_size=spec.eval_batch_size, device=spec.device, max_new_tokens=_max_new_tokens(run.train),
+    )  # fmt: skip
+    _sync(spec.device)
+    test_s = time.perf_counter() - start
+    train_s = sum(run.epoch_s)
+    train = run.train
+    answer = train.lengths - train.prompt_lengths
+    return {
+        "schema": RESULT_SCHEMA,
+        "run_id": spec.run_id,
+        "preset": spec.preset,
+        "experiment": spec.experiment,
+        "task": spec.task,
+        "method": spec.method,
+        "method_info": run.method.to_dict(),
+        "regime": spec.regime,
+        "seed": spec.seed,
+        "config": asdict(spec),
+        "model": {**built.settings, "params": built.params},
+        "data": {
+            "n_train": len(train),
+            "n_test": len(test_examples),
+            "number_places": list(places),
+            **_number_stats(built, test_examples[:2000]),
+            "seq_len_mean": float(train.lengths.float().mean()),
+            "seq_len_max": int(train.lengths.max()),
+            "prompt_len_mean": float(train.prompt_lengths.float().mean()),
+            "answer_tokens_mean": float(answer.float().mean()),
+            "train_tokens_per_epoch": int(train.lengths.sum()),
+        },
+        "metrics": _metrics(preds, test_examples),
+        "prediction_path": preds.path,
+        "timing": {
+            "train_s": train_s,
+            "epoch_s": run.epoch_s,
+            "epoch_s_median": statistics.median(run.epoch_s),
+            "train_examples_per_s": len(train) * len(run.epoch_s) / train_s,
+            "test_s": test_s,
+            "test_examples_per_s": len(test_examples) / test_s,
+            "load_avg_per_epoch": run.load,
+            "load_avg_start": list(load_start),
+            "load_avg_end": list(os.getloadavg()),
+            "lockstep_with": lockstep,
+        },
+        "curve": run.curve,
+        "samples": [
+            {"prompt": e.prompt, "target": e.target, "prediction": p}
+            for e, p in zip(test_examples[:8], preds.texts[:8])
+        ],
+        "environment": _environment(spec.device),
+    }
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe copy: non-finite floats become None (strict JSON has no NaN), tuples lists, objects dicts."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [_clean(v) for v in value]
+    if value is None or isinstance(value, (str, int, bool)):
+        return value
+    if hasattr(value, "__dict__"):
+        return _clean(vars(value))
+    return str(value)
+
+
+def group_specs(specs: Sequence[RunSpec]) -> list[list[RunSpec]]:
+    """Splits runs into lockstep groups (same `RunSpec.group_key`), keeping first-appearance order."""
+    groups: dict[str, list[RunSpec]] = {}
+    for spec in specs:
+        groups.setdefault(spec.group_key, []).append(spec)
+    return list(groups.values())
+
+
+def run_specs(
+    specs: Sequence[RunSpec],
+    out_dir: str | os.PathLike,
+    resume: bool = False,
+    log: Callable[[str], None] = print,
+) -> list[dict[str, Any]]:
+    """Runs every group of `specs` (skipping, with `resume`, runs whose result file exists) and returns the results."""
+    results = []
+    with tempfile.TemporaryDirectory(prefix="eval_harness-") as workdir:
+        for group in group_specs(specs):
+            todo = [s for s in group if not (resume and (Path(out_dir) / s.experiment / f"{s.run_id}.json").exists())]
+            if len(todo) < len(group):
+                log(f"resume: {len(group) - len(todo)} result(s) of this group exist, skipped")
+            results += run_group(todo, out_dir, workdir, log)
+    return results
+
+
+__all__ = ["RunSpec", "group_specs", "lr_factor", "run_group", "run_specs"]
