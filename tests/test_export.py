@@ -102,13 +102,13 @@ def test_round_trip_matches_the_unmerged_adapter(store, tmp_path, case):
     want_text = generate(model, ntok, PROMPTS, max_new_tokens=6, return_dict=True)
     export_merged(model, ntok, tmp_path / "merged")
     with torch.no_grad():  # the model passed in still works unmerged (a deep copy was merged)
-        torch.testing.assert_close(model(**batch).logits, want.logits, rtol=0, atol=1e-5)
+        torch.testing.assert_close(model(**batch).logits, want.logits, rtol=1e-5, atol=1e-5)
     loaded, loaded_ntok = load_exported(tmp_path / "merged")
     with torch.no_grad():
         got = loaded(**batch)
-    torch.testing.assert_close(got.logits, want.logits, rtol=0, atol=1e-5)
+    torch.testing.assert_close(got.logits, want.logits, rtol=1e-5, atol=1e-5)
     if case.encoding == "fone":
-        torch.testing.assert_close(got.number_logits, want.number_logits, rtol=0, atol=1e-5)
+        torch.testing.assert_close(got.number_logits, want.number_logits, rtol=1e-5, atol=1e-5)
     if case.encoding == "xval":
         # values are denormalised (x * xval_scale), so float32 noise scales with them
         torch.testing.assert_close(got.number_values, want.number_values, rtol=1e-5, atol=1e-5)
@@ -141,7 +141,7 @@ def test_plain_auto_model_loads_the_merged_weights(store, tmp_path, case):
     if case.family == "t5":
         batch["decoder_input_ids"] = tokenizer(["Fine thanks", "Good"], padding=True, return_tensors="pt")["input_ids"]
     with torch.no_grad():  # on text without numbers the plain model is the merged adapter
-        torch.testing.assert_close(plain(**batch).logits, model(**batch).logits, rtol=0, atol=1e-5)
+        torch.testing.assert_close(plain(**batch).logits, model(**batch).logits, rtol=1e-5, atol=1e-5)
     # the merged [NUM] row is the adapter's trained row, not the base's zero row
     row = model.base_model.model.get_input_embeddings().token_adapter.trainable_tokens_delta["default"][0]
     torch.testing.assert_close(plain.get_input_embeddings().weight[config.num_token_id], row, rtol=0, atol=0)
@@ -184,7 +184,7 @@ def test_inplace_export_and_checkpoint_export_agree(store, tmp_path):
     for name in ("offline", "inplace"):
         loaded, _ = load_exported(tmp_path / name)
         with torch.no_grad():
-            torch.testing.assert_close(loaded(**batch).logits, want, rtol=0, atol=1e-5)
+            torch.testing.assert_close(loaded(**batch).logits, want, rtol=1e-5, atol=1e-5)
 
 
 def test_errors_name_the_problem(store, tmp_path):
@@ -256,4 +256,4 @@ def test_qlora_export_dequantises_with_a_memory_warning(store, tmp_path):
     loaded, _ = load_exported(tmp_path / "merged")
     assert not quantized_weights(loaded)
     with torch.no_grad():
-        torch.testing.assert_close(loaded(**batch).logits, want, rtol=0, atol=1e-5)
+        torch.testing.assert_close(loaded(**batch).logits, want, rtol=1e-5, atol=1e-5)
