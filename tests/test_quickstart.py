@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import time
 
 import pytest
 import torch
@@ -40,9 +39,7 @@ def test_addition_examples_are_exact_and_cover_the_digit_range():
 
 def test_tiny_quickstart_runs_end_to_end_and_prints_what_it_measured(tmp_path):
     lines: list[str] = []
-    start = time.perf_counter()
     result = run_quickstart(out=str(tmp_path), tiny=True, print_fn=lines.append)
-    assert time.perf_counter() - start < 60
     text = "\n".join(lines)
     assert "Pretraining a tiny Llama" in text and "Task: addition of 3-4 digit numbers" in text
     names = [r.name for r in result["results"]]
