@@ -98,6 +98,7 @@ def make_parser() -> argparse.ArgumentParser:
     run.add_argument("--lr", type=float, default=None, help="one peak learning rate for every method")
     run.add_argument("--schedule", choices=["cosine", "constant", "wsd"], default=None, help="learning-rate schedule")
     run.add_argument("--warmup", type=float, default=None, help="warmup as a fraction of the steps")
+    run.add_argument("--weight-decay", type=float, default=None, help="AdamW weight decay of the weight matrices")
     run.add_argument("--n-test", type=int, default=None, help="test examples")
     run.add_argument("--n-valid", type=int, default=None, help="validation examples for the accuracy curve")
     run.add_argument("--eval-every", type=int, default=None, help="validate every N epochs (0: never)")
@@ -188,7 +189,8 @@ def _run(args: argparse.Namespace, out: TextIO) -> None:
         preset, experiments=args.experiments, methods=args.methods, train_sizes=args.train_sizes,
         model_sizes=args.model_sizes, steps=args.steps, base=args.base, lora=lora, skipped=skipped, task=args.task,
         epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, schedule=args.schedule, warmup=args.warmup,
-        n_test=args.n_test, n_valid=args.n_valid, eval_every=args.eval_every, seed=args.seed,
+        weight_decay=args.weight_decay, n_test=args.n_test, n_valid=args.n_valid, eval_every=args.eval_every,
+        seed=args.seed,
         device=args.device or preset.device, threads=args.threads,
     )  # fmt: skip
     settings = _settings(args.number_settings)

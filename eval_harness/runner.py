@@ -72,7 +72,7 @@ class RunSpec:
         schedule: after a linear warmup: "cosine" (cosine decay to 0), "constant", or "wsd" (constant, then a
             linear decay to 0 over the last 20% of the steps: warmup-stable-decay).
         warmup: warmup steps as a fraction of all steps.
-        weight_decay: AdamW weight decay.
+        weight_decay: AdamW weight decay of the weight matrices (norm gains and biases are not decayed).
         grad_clip: gradient-norm clip (0: off).
         seed: seeds the data split, the model init and the batch order.
         device: "cpu", "cuda", "cuda:1", "mps".
@@ -172,7 +172,11 @@ class _Run:
         self.spec, self.method, self.built, self.train = spec, method, built, train
         self.model = built.model.to(spec.device)
         params = [p for p in self.model.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(params, lr=spec.lr, weight_decay=spec.weight_decay)
+        groups = [  # weight decay on matrices only (not on norms' gains and biases), as in GPT-2 / nanoGPT
+            {"params": [p for p in params if p.dim() >= 2], "weight_decay": spec.weight_decay},
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+        ]
+        self.optimizer = torch.optim.AdamW(groups, lr=spec.lr)
         self.params = params
         self.steps_per_epoch = math.ceil(len(train) / spec.batch_size)
         total = self.steps_per_epoch * spec.epochs
@@ -241,8 +245,13 @@ def _metrics(predictions: Predictions, examples: Sequence[Example]) -> dict[str,
     # CER on canonical number texts: digit errors, not formatting ("419.15" vs "419.150" is no error).
     canonical_predictions = []
     for text in predictions.texts:
-        value = M.prediction_value(text)
-        canonical_predictions.append("" if value is None else canonical_number(value))
+        parsed = M.parse_number(text)
+        if parsed is None:
+            canonical_predictions.append("")
+        elif -64 <= parsed.value.adjusted() <= 64:
+            canonical_predictions.append(canonical_number(parsed.value))
+        else:  # e.g. "5e999999": its canonical text would have a million digits; its surface form is the error
+            canonical_predictions.append(parsed.text)
     canonical_targets = [canonical_number(v) if (v := M.target_value(t)) is not None else t for t in targets]
     out["cer"] = M.cer(canonical_predictions, canonical_targets).as_dict()
     return out

@@ -47,7 +47,7 @@ def make_parser() -> argparse.ArgumentParser:
         description="Offline quick start: builds (pretrains) a small local Llama and tokenizer, fine-tunes FoNE + "
         "LoRA and a LoRA-only baseline the same way on addition of 3-4 digit numbers, prints exact match and mean "
         "absolute error on held-out problems, exports the merged FoNE model, reloads it and generates answers. "
-        "About 4-5 minutes on 2 CPU cores. With --model it fine-tunes that checkpoint instead.",
+        "About 2 minutes on 2 idle CPU cores. With --model it fine-tunes that checkpoint instead.",
     )
     quick.add_argument(
         "--model", default=None, help="a local directory or hub id to fine-tune instead of the tiny model"

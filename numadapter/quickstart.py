@@ -4,9 +4,10 @@ What it does, in order (every model and tokenizer is built locally; nothing is d
 
 1. Tokenizer: numadapter.toy's ``"digits"`` tokenizer (byte-level BPE, one token per digit, like Llama 2 / Mistral),
    trained on a built-in corpus.
-2. Base model: a tiny Llama (`TinySpec`), pretrained from scratch for a few hundred steps on generated text with
-   numbers (the toy corpus, counting, copying and comparing numbers; *no addition*), so it knows the digits and the
-   text format but not the task. This stands in for a pretrained checkpoint; ``--model`` uses a real one instead.
+2. Base model: a tiny Llama (`FULL`: 2 layers, width 64, 0.17M parameters), pretrained from scratch for 600 steps
+   on generated text with numbers (the toy corpus, counting, copying and comparing numbers; *no addition*), so it
+   knows the digits and the text format but not the task. It stands in for a pretrained checkpoint (a random base
+   would be unfair to LoRA only: its frozen random LM head cannot write digits); ``--model`` uses a real one.
 3. Two adapters fine-tuned the same way (same data, steps, learning rate, LoRA rank and target modules) with
    `numadapter.trainer.NumberSFTTrainer` on "a + b =" -> " c" with 3-4 digit operands (`addition_examples`):
    - FoNE + LoRA: each number is one [NUM] token carrying Fourier features; the digit head writes the answer;
@@ -18,7 +19,14 @@ What it does, in order (every model and tokenizer is built locally; nothing is d
    against the adapter (largest logit difference, identical answers), and a few answers are printed.
 
 ``--tiny`` is a smoke run for the test suite (seconds; its numbers mean nothing). The figures printed are whatever
-this run measured; nothing is hard-coded.
+this run measured; nothing is hard-coded, and the closing remarks (`summary`) are computed from them.
+
+What one run measured here (seed 0, 2000 steps, 128 s in all on 2 quiet CPU cores; about twice that when the cores
+are busy): FoNE + LoRA trained in 38 s against 56 s for LoRA only (one token per number, shorter sequences) and ended
+with a mean absolute error of 36 against 237 (its answers are close: 9341 for 9344); exact match stayed at 0.5% for
+both. Neither adapter learns exact 3-4 digit addition in 2000 steps of a 0.17M-parameter model (3000 steps: LoRA only
+4%, FoNE + LoRA 1%, errors 214 and 37): the quick start shows the whole workflow and an honest comparison, not a
+solved task.
 """
 
 from __future__ import annotations
@@ -101,8 +109,8 @@ class TinySpec:
     rank: int
 
 
-FULL = TinySpec(hidden=128, layers=4, heads=4, pretrain_steps=300, finetune_steps=600, batch_size=32,
-                train_examples=19200, eval_examples=200, learning_rate=3e-3, rank=16)  # fmt: skip
+FULL = TinySpec(hidden=64, layers=2, heads=4, pretrain_steps=600, finetune_steps=2000, batch_size=32,
+                train_examples=8000, eval_examples=200, learning_rate=3e-3, rank=16)  # fmt: skip
 TINY = TinySpec(hidden=32, layers=1, heads=2, pretrain_steps=4, finetune_steps=4, batch_size=8,
                 train_examples=32, eval_examples=8, learning_rate=3e-3, rank=4)  # fmt: skip
 REAL_MODEL = dict(learning_rate=2e-4, rank=16)  # a pretrained checkpoint: usual LoRA settings
@@ -226,7 +234,9 @@ def _pct(value: float) -> str:
 
 
 def _mae(value: float) -> str:
-    return "       n/a" if value != value else f"{value:10.1f}"
+    if value != value:
+        return "       n/a"
+    return f"{value:10.1f}" if value < 1e7 else f"{value:10.3g}"
 
 
 def print_table(results: list[Result], print_fn: PrintFn) -> None:
@@ -239,6 +249,27 @@ def print_table(results: list[Result], print_fn: PrintFn) -> None:
             f"{r.name:<16} {r.trainable:>10,} {r.seconds:>6.0f}s   {_pct(r.before['exact_match'])} -> "
             f"{_pct(r.after['exact_match'])}      {_mae(r.before['mae'])} -> {_mae(r.after['mae'])}"
         )
+
+
+def summary(results: list[Result], spec: TinySpec, model: str | None) -> list[str]:
+    """Plain-language reading of the table, computed from the measured numbers (nothing is assumed)."""
+    lora, fone = results
+    lines = []
+    if lora.seconds > 0 and fone.seconds > 0:
+        lines.append(
+            f"FoNE + LoRA took {fone.seconds:.0f} s for its {spec.finetune_steps} steps against {lora.seconds:.0f} s "
+            "for LoRA only: each number is one token instead of one per digit, so sequences are shorter."
+        )
+    better = [r.name for r in (fone, lora) if r.after["mae"] == min(fone.after["mae"], lora.after["mae"])]
+    if fone.after["mae"] == fone.after["mae"] and lora.after["mae"] == lora.after["mae"]:
+        lines.append(f"Lower mean absolute error after fine-tuning: {' and '.join(better)}.")
+    if max(fone.after["exact_match"], lora.after["exact_match"]) < 0.5:
+        where = "this tiny model" if model is None else model
+        lines.append(
+            f"Neither adapter answers most problems exactly after {spec.finetune_steps} steps on {where}: the table "
+            "shows how far each got in this budget (more steps, or --model with a real checkpoint, go further)."
+        )
+    return lines
 
 
 def _check_export(model: Any, ntok: Any, out: str, eval_rows: list[dict[str, str]], print_fn: PrintFn) -> dict:
@@ -349,6 +380,8 @@ def _run(model: str | None, out: str | None, spec: TinySpec, seed: int, print_fn
             "(exact match: share of held-out problems answered exactly; mean abs error over the problems answered "
             "with a number. LoRA only = the same LoRA on digit tokens, no number encoding.)"
         )
+        for line in summary(results, spec, base_path if model is not None else None):
+            print_fn(line)
         torch.manual_seed(seed)
         export = _check_export(fone[0], fone[1], root, eval_rows, print_fn)
         if out is None:

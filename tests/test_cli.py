@@ -225,3 +225,26 @@ def test_zero3_recipe_trains_with_torchrun_and_exports_offline(store, tmp_path):
     batch = {k: v for k, v in batch.items() if k != "number_texts"}
     with torch.no_grad():
         torch.testing.assert_close(loaded(**batch).logits, reference(**batch).logits, rtol=0, atol=1e-5)
+
+
+def test_load_data_reads_local_files_directories_and_the_synthetic_task(tmp_path):
+    from numadapter.recipe import DataSettings
+    from numadapter.train import load_data
+
+    rows = arithmetic_rows(6)
+    datasets.Dataset.from_list(rows).to_csv(str(tmp_path / "train.csv"))
+    datasets.Dataset.from_list(rows).to_parquet(str(tmp_path / "train.parquet"))
+    datasets.Dataset.from_list(rows).save_to_disk(str(tmp_path / "saved"))
+    write_jsonl(tmp_path / "train.jsonl", rows)
+    for source in ("train.csv", "train.parquet", "train.jsonl", "saved"):
+        loaded = load_data(DataSettings(train=str(tmp_path / source)), "train")
+        assert [dict(r) for r in loaded] == rows, source
+    limited = load_data(DataSettings(train=str(tmp_path / "train.jsonl"), max_train_examples=2), "train")
+    assert len(limited) == 2
+    assert load_data(DataSettings(train=str(tmp_path / "train.jsonl")), "eval") is None
+    settings = DataSettings(train="synthetic:addition", eval="synthetic:addition", synthetic_examples=5,
+                            synthetic_eval_examples=3, synthetic_min_digits=2, synthetic_max_digits=2)  # fmt: skip
+    train, held_out = load_data(settings, "train"), load_data(settings, "eval")
+    assert len(train) == 5 and len(held_out) == 3 and train[0] != held_out[0]
+    a, b = (int(x) for x in train[0]["prompt"].removesuffix(" =").split(" + "))
+    assert train[0]["completion"] == f" {a + b}" and 10 <= a < 100

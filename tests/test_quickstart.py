@@ -72,3 +72,17 @@ def test_cli_quickstart_passes_its_options(monkeypatch):
 def test_bad_steps_are_refused():
     with pytest.raises(ValueError, match="`steps` must be a positive number of fine-tuning steps, got 0"):
         run_quickstart(tiny=True, steps=0)
+
+
+def test_summary_reads_the_measured_numbers():
+    from numadapter.quickstart import FULL, Result, summary
+
+    def result(name, seconds, em, mae):
+        return Result(name, 100, seconds, {"exact_match": 0.0, "mae": 5000.0}, {"exact_match": em, "mae": mae})
+
+    lines = summary([result("LoRA only", 60.0, 0.0, 300.0), result("FoNE + LoRA", 40.0, 0.01, 250.0)], FULL, None)
+    assert f"took 40 s for its {FULL.finetune_steps} steps against 60 s" in lines[0]
+    assert lines[1] == "Lower mean absolute error after fine-tuning: FoNE + LoRA."
+    assert f"Neither adapter answers most problems exactly after {FULL.finetune_steps} steps on this tiny" in lines[2]
+    lines = summary([result("LoRA only", 60.0, 0.9, 1.0), result("FoNE + LoRA", 40.0, 0.2, 9.0)], FULL, "m")
+    assert lines[1] == "Lower mean absolute error after fine-tuning: LoRA only." and len(lines) == 2
