@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from itertools import repeat
 from typing import Any
 
@@ -56,6 +56,7 @@ from tokenizers import AddedToken, Tokenizer
 from transformers import AutoTokenizer, BatchEncoding
 
 from numadapter.config import NumberAdapterConfig
+from numadapter.number_decoding import NumberDecoding
 from numadapter.numbers import ExactNumber, NumberOutOfRangeError, NumberSpan, find_numbers
 
 CONFIG_NAME = "number_tokenizer_config.json"
@@ -108,7 +109,7 @@ def _first_prepend(node: Any) -> None:
             _first_prepend(value)
 
 
-class NumberTokenizer:
+class NumberTokenizer(NumberDecoding):
     """Tokenizer wrapper that turns numbers into ``[NUM]``/``[AGG]`` tokens plus exact side tensors.
 
     Args:
@@ -478,132 +479,6 @@ class NumberTokenizer:
             out["num_sign"].append(num_sign)
             out["num_values"].append(num_values)
         return out
-
-    # -- decoding ------------------------------------------------------------------------------------------------
-    def decode(
-        self,
-        encoding_or_ids: Any,
-        number_texts: Sequence[str] | None = None,
-        num_digits: Any = None,
-        num_sign: Any = None,
-        skip_special_tokens: bool = True,
-    ) -> str:
-        """Turns one sequence back into text with its numbers.
-
-        Args:
-            encoding_or_ids: a `BatchEncoding`/dict of one sequence (or a batch of one), or ids (list, 1-D tensor).
-                Side entries (``number_texts``, ``num_digits``, ``num_sign``) are read from it when present.
-            number_texts: the surface form of each [NUM] in order (exact round trip).
-            num_digits: [T, P] place digits aligned with the ids; used when `number_texts` is not given: each
-                [NUM] is rendered canonically from its digits and `num_sign` ([T], default +1).
-            num_sign: [T] signs aligned with the ids.
-            skip_special_tokens: drop bos/eos/pad/[AGG] (numbers are rendered either way).
-
-        Returns:
-            The text.
-        """
-        ids, texts, digits, signs = self._unpack(encoding_or_ids, number_texts, num_digits, num_sign, batched=False)
-        return self._decode_row(ids, texts, digits, signs, skip_special_tokens)
-
-    def batch_decode(
-        self,
-        sequences: Any,
-        number_texts: Sequence[Sequence[str]] | None = None,
-        num_digits: Any = None,
-        num_sign: Any = None,
-        skip_special_tokens: bool = True,
-    ) -> list[str]:
-        """`decode` for a batch: a batched `BatchEncoding`/dict, a [B, T] tensor or a list of id lists."""
-        ids, texts, digits, signs = self._unpack(sequences, number_texts, num_digits, num_sign, batched=True)
-        return [
-            self._decode_row(
-                row,
-                None if texts is None else texts[b],
-                None if digits is None else digits[b],
-                None if signs is None else signs[b],
-                skip_special_tokens,
-            )
-            for b, row in enumerate(ids)
-        ]
-
-    @staticmethod
-    def _unpack(source, number_texts, num_digits, num_sign, batched: bool):
-        if isinstance(source, Mapping):
-            number_texts = source.get("number_texts") if number_texts is None else number_texts
-            num_digits = source.get("num_digits") if num_digits is None else num_digits
-            num_sign = source.get("num_sign") if num_sign is None else num_sign
-            source = source["input_ids"]
-        ids = source.tolist() if hasattr(source, "tolist") else list(source)
-        nested = bool(ids) and isinstance(ids[0], list)
-        num_digits = num_digits.tolist() if hasattr(num_digits, "tolist") else num_digits
-        num_sign = num_sign.tolist() if hasattr(num_sign, "tolist") else num_sign
-        if batched:
-            if not nested:
-                raise ValueError("batch_decode expects a batch of sequences [B, T]; use decode for one sequence.")
-            return ids, number_texts, num_digits, num_sign
-        if nested:
-            if len(ids) != 1:
-                raise ValueError(f"decode takes one sequence, got a batch of {len(ids)}: use batch_decode.")
-            ids = ids[0]
-            if number_texts is not None and number_texts and not isinstance(number_texts[0], str):
-                number_texts = number_texts[0]
-            num_digits = None if num_digits is None else num_digits[0]
-            num_sign = None if num_sign is None else num_sign[0]
-        return ids, number_texts, num_digits, num_sign
-
-    def _special_ids(self) -> set[int]:
-        ids = set(self.tokenizer.all_special_ids)
-        ids.update(i for i, token in self.tokenizer.added_tokens_decoder.items() if token.special)
-        return ids
-
-    def _number_strings(self, ids: list[int], texts, digits, signs) -> list[str]:
-        positions = [t for t, i in enumerate(ids) if i == self.num_token_id]
-        if texts is not None:
-            texts = list(texts)
-            if len(texts) != len(positions):
-                raise ValueError(
-                    f"The ids hold {len(positions)} {self.config.num_token} tokens but {len(texts)} number_texts were "
-                    "given: pass the number_texts of exactly this sequence (or num_digits instead)."
-                )
-            return texts
-        if not positions:
-            return []
-        if digits is None:
-            raise ValueError(
-                f"Decoding {len(positions)} {self.config.num_token} tokens needs their numbers: pass number_texts "
-                "(the surface forms) or num_digits (+ num_sign) aligned with the ids."
-            )
-        cfg = self.config
-        out = []
-        for t in positions:
-            sign = 1 if signs is None else int(signs[t])
-            exact = ExactNumber.from_place_digits(digits[t], cfg.int_digits, cfg.frac_digits, -1 if sign < 0 else 1)
-            out.append(str(exact))
-        return out
-
-    def _decode_row(self, ids: list[int], texts, digits, signs, skip_special_tokens: bool) -> str:
-        ids = [int(i) for i in ids]
-        if self.num_token_id is None:  # digits: numbers are ordinary tokens
-            return self.tokenizer.decode(ids, skip_special_tokens=skip_special_tokens)
-        numbers = self._number_strings(ids, texts, digits, signs)
-        if skip_special_tokens:
-            special = self._special_ids() - {self.num_token_id}
-            ids = [i for i in ids if i not in special]
-        decoded = self.tokenizer.decode(ids, skip_special_tokens=False)
-        pieces = decoded.split(self.config.num_token)
-        if len(pieces) != len(numbers) + 1:  # ordinary tokens spelled the marker: decode the pieces one by one
-            pieces, current = [], []
-            for i in ids + [self.num_token_id]:
-                if i == self.num_token_id:
-                    pieces.append(self.tokenizer.decode(current, skip_special_tokens=False))
-                    current = []
-                else:
-                    current.append(i)
-        out = [pieces[0]]
-        for number, piece in zip(numbers, pieces[1:]):
-            out.append(number)
-            out.append(piece)
-        return "".join(out)
 
     # -- persistence ---------------------------------------------------------------------------------------------
     def save_pretrained(self, path: str | os.PathLike) -> None:
