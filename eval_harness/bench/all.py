@@ -1,0 +1,330 @@
+"""Runs every speed benchmark in one process and writes ``bench.json`` and ``bench.md`` (the headline ratios).
+
+Each benchmark runs through its own ``main(argv)`` (so it prints what it prints when run alone), one after the
+other; its headline ratio is read off the dict it returns and compared with the target of the issue:
+
+=================  ======================================================================  ==============
+benchmark          headline ratio                                                          target
+=================  ======================================================================  ==============
+table_tokens       tokens per table, digit-wise / FoNE (and subword / FoNE)                reference 2.21
+tokenizer_speed    encoding throughput, NumberTokenizer / raw fast tokenizer               >= 0.5
+train_step         training step time, numadapter / LoRA alone                             <= 1.03
+ntl_overhead       CE + NTL / CE: loss forward + backward, and a whole training step       <= 1.02, 1.01
+generate_speed     ms per token, numadapter.generation / transformers generate (per size)  <= 1.05
+train_throughput   epoch time from scratch, digit-wise / FoNE (and subword / FoNE)         >= 4
+=================  ======================================================================  ==============
+
+The table-token reference is the FoNE paper's 329.7 / 149.25 on WikiTableQuestions, a different corpus, so it is
+reported without a pass / fail. ``bench.json`` holds the machine (CPU count, torch version, threads, device, date,
+load average, git commit), the options, the headlines and every benchmark's full result; ``bench.md`` a markdown
+table (benchmark, measured ratio, target, met?) and each benchmark's setup. A benchmark that raises is recorded
+with its error and the others still run.
+
+Run: ``python -m eval_harness.bench [--out DIR] [--quick] [--only table_tokens,train_step] [--threads 1]
+[--clock thread] [--device cuda]``. ``--quick`` uses small sizes and few repetitions (smoke runs and tests; its
+ratios are noisy). On a shared CPU machine ``--threads 1 --clock thread`` times CPU time of the calling thread where
+a benchmark supports it (train_step, generate_speed, train_throughput; ntl_overhead then reports process CPU time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib
+import json
+import math
+import os
+import platform
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+BENCHMARKS = ("table_tokens", "tokenizer_speed", "train_step", "ntl_overhead", "generate_speed", "train_throughput")
+DEFAULT_OUT = Path(__file__).resolve().parents[1] / "results" / "bench"
+QUICK_ARGS: dict[str, list[str]] = {
+    "table_tokens": ["--tables", "20"],
+    "tokenizer_speed": ["--texts", "100", "--repeats", "2"],
+    "train_step": "--vocab 512 --hidden 64 --layers 2 --rank 4 --batch 2 --seq 32 --repeats 3 --warmup 1".split(),
+    "ntl_overhead": "--batch 2 --seq 64 --vocab 4000 --repeats 3 --step-repeats 2".split(),
+    "generate_speed": ["--sizes", "64x2", "--new-tokens", "8", "--repeats", "2"],
+    "train_throughput": "--model-size 1 --batch-size 16 --steps 2 --repeats 2 --warmup 1".split(),
+}
+# which options each benchmark's CLI takes
+_TAKES_THREADS = {"train_step", "ntl_overhead", "generate_speed", "train_throughput"}
+_TAKES_CLOCK = {"train_step", "generate_speed", "train_throughput"}
+_TAKES_DEVICE = {"train_step", "ntl_overhead", "train_throughput"}
+
+
+def parse_only(only: str | None) -> list[str]:
+    """The benchmarks named in a comma-separated `only` (all of them for None / empty), in the order of BENCHMARKS.
+
+    Raises:
+        ValueError: an unknown name; the message lists the valid ones.
+    """
+    if not only:
+        return list(BENCHMARKS)
+    names = [name.strip() for name in only.split(",") if name.strip()]
+    unknown = [name for name in names if name not in BENCHMARKS]
+    if unknown or not names:
+        raise ValueError(f"--only got unknown benchmark(s) {unknown or only!r}; choose from {', '.join(BENCHMARKS)}.")
+    return [name for name in BENCHMARKS if name in names]
+
+
+def bench_argv(
+    name: str, quick: bool = False, threads: int | None = None, clock: str = "wall", device: str | None = None
+) -> list[str]:
+    """The command-line arguments `name`'s ``main`` gets for these options."""
+    argv = list(QUICK_ARGS[name]) if quick else []
+    if threads is not None and name in _TAKES_THREADS:
+        argv += ["--threads", str(threads)]
+    if clock != "wall" and name in _TAKES_CLOCK:
+        argv += ["--clock", clock]
+    if device is not None and name in _TAKES_DEVICE:
+        argv += ["--device", device]
+    return argv
+
+
+def _row(benchmark: str, metric: str, value: float | None, op: str | None, target: float | None, note: str = ""):
+    met = None
+    if op is not None and value is not None and math.isfinite(value):
+        met = value >= target if op == ">=" else value <= target
+    return {"benchmark": benchmark, "metric": metric, "value": value, "op": op, "target": target, "met": met,
+            "note": note}  # fmt: skip
+
+
+def headlines(name: str, result: Any, clock: str = "wall") -> list[dict[str, Any]]:
+    """The headline rows of one benchmark's result: metric, measured ratio, target and whether it is met."""
+    if name == "table_tokens":
+        per_number = result["ratios"]["numbers"]
+        note = (
+            f"reference: FoNE paper {result['paper_ratio']:.2f} (WikiTableQuestions); tokens of the numbers alone: "
+            f"digits/fone x{per_number['digits/fone']:.2f}, subword/fone x{per_number['subword/fone']:.2f}"
+        )
+        return [
+            _row(name, "tokens per table, digits / fone", result["ratio"], None, None, note),
+            _row(name, "tokens per table, subword / fone", result["ratios"]["table"]["subword/fone"], None, None),
+        ]  # fmt: skip
+    if name == "tokenizer_speed":
+        return [_row(name, "throughput, NumberTokenizer / raw", result["ratio"], ">=", 0.5)]
+    if name == "train_step":
+        note = f"FLOPs ratio x{result['flops_ratio_to_lora']['numadapter']:.4f}"
+        return [_row(name, "step time, numadapter / lora", result["ratio_to_lora"]["numadapter"], "<=", 1.03, note)]
+    if name == "ntl_overhead":
+        key = "cpu" if clock == "thread" else "wall"
+        rows = []
+        for scenario, target in (("loss", 1.02), ("step", 1.01)):
+            if scenario in result:
+                res = result[scenario][key]
+                note = f"{key} clock; NTL's own work timed alone: x{res['ratio_ce_plus_ntl_work_vs_ce']:.4f}"
+                rows.append(_row(name, f"{scenario}: (CE + NTL) / CE", res["ratio_fused_ce_ntl_vs_ce"], "<=", target,
+                                 note))  # fmt: skip
+        return rows
+    if name == "generate_speed":
+        rows = []
+        for res in result:
+            cfg = res["config"]
+            note = f"same ids as hf: {res['same_ids']}; vs hf_base x{res['ratio_vs_hf_base']:.3f}"
+            metric = f"ms/token, numadapter / hf generate ({cfg['hidden']}x{cfg['layers']})"
+            rows.append(_row(name, metric, res["ratio_vs_hf_adapted"], "<=", 1.05, note))
+        return rows
+    if name == "train_throughput":
+        ratios, ref = result["epoch_time_ratio"], result["setup"]["reference"]
+        rows = []
+        if f"digits/{ref}" in ratios:
+            rows.append(_row(name, f"epoch time, digits / {ref}", ratios[f"digits/{ref}"], ">=", 4.0,
+                             "FoNE paper Table 1: 3.6"))  # fmt: skip
+        if f"subword/{ref}" in ratios:
+            rows.append(_row(name, f"epoch time, subword / {ref}", ratios[f"subword/{ref}"], None, None,
+                             "FoNE paper Table 1: 2.0"))  # fmt: skip
+        return rows
+    raise ValueError(f"unknown benchmark {name!r}; choose from {', '.join(BENCHMARKS)}.")
+
+
+def machine_info(device: str | None = None) -> dict[str, Any]:
+    """CPU count, versions, torch threads, device, date and load average of this run."""
+    import transformers
+
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    info: dict[str, Any] = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "cpu_count": os.cpu_count(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "torch_threads": torch.get_num_threads(),  # torch's setting before any benchmark (--threads changes it)
+        "device": device,
+        "device_name": torch.cuda.get_device_name(0)
+        if device.startswith("cuda") and torch.cuda.is_available()
+        else (platform.processor() or platform.machine()),
+        "load_avg": list(os.getloadavg()),
+    }
+    try:
+        head = Path(__file__).resolve().parents[2] / ".git" / "HEAD"
+        ref = head.read_text().strip()
+        info["git_commit"] = (head.parent / ref[5:]).read_text().strip() if ref.startswith("ref: ") else ref
+    except OSError:
+        pass
+    return info
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe copy: non-finite floats become None, tuples lists, other objects their str."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if value is None or isinstance(value, (str, int, bool)):
+        return value
+    return str(value)
+
+
+def _fmt_target(row: dict[str, Any]) -> str:
+    return "reference only" if row["op"] is None else f"{row['op']} {row['target']:g}"
+
+
+def _fmt_met(row: dict[str, Any]) -> str:
+    return {True: "yes", False: "**no**", None: "n/a"}[row["met"]]
+
+
+def to_markdown(report: dict[str, Any]) -> str:
+    """``bench.md``: the machine line, the headline table (benchmark, measured, target, met?) and the setups."""
+    m, options = report["machine"], report["options"]
+    threads = m["torch_threads"] if options["threads"] is None else options["threads"]
+    lines = [
+        "# numadapter speed benchmarks",
+        "",
+        f"`{report['command']}` on {m['date']}: {m['cpu_count']} CPUs ({m['device_name']}), device {m['device']}, "
+        f"torch {m['torch']}, {threads} torch thread(s), {options['clock']} clock, load average "
+        f"{m['load_avg'][0]:.2f} at the start{', quick sizes (noisy)' if options['quick'] else ''}.",
+        "",
+        "| benchmark | measured ratio | target | met? |",
+        "|---|---|---|---|",
+    ]
+    for row in report["summary"]:
+        value = "error" if row["value"] is None else f"{row['value']:.3f}"
+        lines.append(f"| {row['benchmark']}: {row['metric']} | {value} | {_fmt_target(row)} | {_fmt_met(row)} |")
+    lines += ["", "## Setups and notes", ""]
+    for name, entry in report["benchmarks"].items():
+        lines.append(f"- **{name}** ({entry['seconds']:.0f} s, `python -m eval_harness.bench.{name} "
+                     f"{' '.join(entry['argv'])}`)".replace(" `)", "`)"))  # fmt: skip
+        if "error" in entry:
+            lines.append(f"  - error: `{entry['error']}`")
+        for row in report["summary"]:
+            if row["benchmark"] == name and row["note"]:
+                lines.append(f"  - {row['metric']}: {row['note']}")
+    return "\n".join(lines) + "\n"
+
+
+def run_all(
+    out_dir: str | os.PathLike = DEFAULT_OUT,
+    *,
+    quick: bool = False,
+    only: list[str] | None = None,
+    threads: int | None = None,
+    clock: str = "wall",
+    device: str | None = None,
+    command: str = "python -m eval_harness.bench",
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Runs the benchmarks one after the other and writes ``bench.json`` and ``bench.md`` into `out_dir`.
+
+    Args:
+        out_dir: the output directory (created).
+        quick: small sizes and few repetitions (`QUICK_ARGS`).
+        only: the benchmarks to run (default: all of `BENCHMARKS`).
+        threads: ``--threads`` for the benchmarks that take it.
+        clock: ``"wall"`` or ``"thread"`` (needs ``threads=1``) for the benchmarks that take it.
+        device: ``--device`` for the benchmarks that take it (generate_speed always runs on the CPU).
+        command: the command line recorded in the report.
+        log: where progress lines go.
+
+    Returns:
+        The report: ``machine``, ``options``, ``summary`` (headline rows), ``benchmarks`` (per benchmark: argv,
+        seconds, full result or error) and ``failed`` (names of benchmarks that raised).
+    """
+    if clock not in ("wall", "thread"):
+        raise ValueError(f"`clock` must be 'wall' or 'thread', got {clock!r}.")
+    if clock == "thread" and threads != 1:
+        raise ValueError(f"--clock thread times one thread's CPU time and needs --threads 1, got threads={threads}.")
+    names = list(only) if only else list(BENCHMARKS)
+    for name in names:
+        if name not in BENCHMARKS:
+            raise ValueError(f"unknown benchmark {name!r}; choose from {', '.join(BENCHMARKS)}.")
+    report: dict[str, Any] = {
+        "schema": "eval_harness.bench/1",
+        "command": command,
+        "machine": machine_info(device),
+        "options": {"quick": quick, "only": names, "threads": threads, "clock": clock, "device": device},
+        "summary": [],
+        "benchmarks": {},
+        "failed": [],
+    }
+    saved_threads = torch.get_num_threads()
+    for index, name in enumerate(names, 1):
+        argv = bench_argv(name, quick, threads, clock, device)
+        log(f"\n=== [{index}/{len(names)}] {name}: python -m eval_harness.bench.{name} {' '.join(argv)}".rstrip())
+        start = time.perf_counter()
+        entry: dict[str, Any] = {"argv": argv}
+        try:
+            result = importlib.import_module(f"eval_harness.bench.{name}").main(argv)
+            entry["result"] = result
+            report["summary"] += headlines(name, result, clock)
+        except Exception as err:  # keep going: one broken benchmark should not hide the others' numbers
+            log(traceback.format_exc())
+            entry["error"] = f"{type(err).__name__}: {err}"
+            report["failed"].append(name)
+            report["summary"].append(_row(name, "(failed)", None, None, None, entry["error"]))
+        finally:
+            torch.set_num_threads(saved_threads)
+        entry["seconds"] = time.perf_counter() - start
+        report["benchmarks"][name] = entry
+        log(f"=== {name} done in {entry['seconds']:.1f} s")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench.json").write_text(json.dumps(_clean(report), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    (out / "bench.md").write_text(to_markdown(report), encoding="utf-8")
+    log("\n" + "\n".join(line for line in to_markdown(report).splitlines() if line.startswith("|")))
+    log(f"\nwrote {out / 'bench.json'} and {out / 'bench.md'}")
+    return report
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m eval_harness.bench", description=__doc__.splitlines()[0],
+        epilog=f"benchmarks: {', '.join(BENCHMARKS)}; each also runs alone: python -m eval_harness.bench.NAME --help",
+    )  # fmt: skip
+    parser.add_argument("--out", default=str(DEFAULT_OUT), help="output directory (default: %(default)s)")
+    parser.add_argument("--quick", action="store_true", help="small sizes, few repetitions (smoke runs, tests)")
+    parser.add_argument("--only", default=None, help=f"comma-separated subset of: {','.join(BENCHMARKS)}")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads for the benchmarks that take it")
+    parser.add_argument(
+        "--clock", default="wall", choices=["wall", "thread"], help="thread: CPU time of one thread (--threads 1)"
+    )
+    parser.add_argument("--device", default=None, help="cpu / cuda for the benchmarks that take it")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    try:
+        only = parse_only(args.only)
+        if args.clock == "thread" and args.threads != 1:
+            raise ValueError(f"--clock thread needs --threads 1, got --threads {args.threads}.")
+    except ValueError as err:
+        parser.error(str(err))
+    command = " ".join(["python -m eval_harness.bench", *(sys.argv[1:] if argv is None else argv)])
+    return run_all(args.out, quick=args.quick, only=only, threads=args.threads, clock=args.clock,
+                   device=args.device, command=command)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,258 @@
+"""Training throughput from scratch: FoNE (one [NUM] per number) vs digit-wise vs subword tokens, side by side.
+
+FoNE paper (Zhou et al.), Table 1: one token per number makes an epoch faster (decimal addition: 318 s FoNE,
+1148 s digit-wise, 646 s subword per epoch; digit-wise / FoNE = 3.6). This benchmark measures the same point with
+the harness's own machinery (`eval_harness.methods.models.build`, `Codec.encode`, `EncodedSet.batch`), so the
+models, tokenizers and losses are those of ``python -m eval_harness`` runs:
+
+- every method gets the same training examples of one task (default ``fone_decimal_add_6``: ``"123.456+7.891="``),
+  the same FoNE Table 6 model size (random-init tied Llama; vocabularies differ per tokenizer, as in the paper),
+  the same batch size and the same fixed sequence of batches (``steps`` batches, the same examples per step);
+- a training step is the runner's: forward with the model's own loss (token CE; FoNE adds its digit-head loss),
+  backward, gradient clipping at 1.0, AdamW step, ``zero_grad``; batches are trimmed to their longest sequence;
+- each repetition runs ``steps`` optimizer steps of every method, in rotating order (so drifts of machine load hit
+  all alike), timed as one block with a device synchronisation before each clock read.
+
+Reported per method: median seconds per step, examples/s, tokens/s (non-padding tokens), sequence lengths, and the
+time per epoch relative to the reference method (default FoNE): the median of the per-repetition ratios of block
+times. With the same examples and batch size every method takes the same number of steps per epoch, so this is the
+epoch-time ratio (goal in the issue: digits / fone >= 4). ``epoch_s_estimate`` extrapolates the median step time to
+one epoch of the task's default training split.
+
+Run: ``python -m eval_harness.bench.train_throughput [--task fone_decimal_add_6] [--methods fone,digits,subword]
+[--model-size 3] [--batch-size 64] [--steps 8] [--repeats 5] [--threads 1] [--clock thread] [--json out.json]``;
+on a shared CPU machine ``--threads 1 --clock thread`` measures CPU time of the calling thread instead of wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+DEFAULT_METHODS = ("fone", "digits", "subword")
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def _trainer(model: torch.nn.Module, batches: list[dict[str, torch.Tensor]], lr: float) -> Callable[[int], None]:
+    """A function running the first `n` batches as optimizer steps (the runner's step: clip 1.0, AdamW)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+
+    def steps(n: int) -> None:
+        for batch in batches[:n]:
+            loss = model(**batch).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+
+    return steps
+
+
+def prepare(
+    task_name: str, methods: Sequence[str], model_size: int, batch_size: int, steps: int, seed: int, device: str,
+    workdir: str,
+) -> dict[str, Any]:  # fmt: skip
+    """Builds every method's model and its fixed batches on the same examples.
+
+    Returns:
+        ``{"task": Task, "n_examples": int, "methods": {name: {"model", "batches", "tokens", "padded_tokens",
+        "seq_len_mean", "params"}}}``.
+    """
+    from eval_harness.methods import get_method
+    from eval_harness.methods.encode import number_places, numbers_of
+    from eval_harness.methods.models import TABLE6, build
+    from eval_harness.metrics import target_value
+    from eval_harness.tasks import get_task
+
+    if model_size not in TABLE6:
+        raise ValueError(f"`model_size` must be one of {sorted(TABLE6)} (FoNE Table 6), got {model_size!r}.")
+    for name, value in (("batch_size", batch_size), ("steps", steps)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
+    task = get_task(task_name)
+    examples = task.generate("train", batch_size * steps, seed=seed)
+    places = number_places(examples)
+    xval_values = [float(abs(target_value(text) or 0)) for text in numbers_of(examples)]  # as the runner does
+    out: dict[str, Any] = {"task": task, "n_examples": len(examples), "places": places, "methods": {}}
+    for name in methods:
+        method = get_method(name)
+        if "scratch" not in method.regimes:
+            raise ValueError(f"method {name!r} does not train from scratch; choose scratch methods, e.g. fone,digits.")
+        built = build(
+            method, "scratch", workdir=workdir, seed=seed, places=places, xval_values=xval_values,
+            size=TABLE6[model_size],
+        )  # fmt: skip
+        encoded = built.codec.encode(examples, desc=f"encode ({name})")
+        model = built.model.to(device).train()
+        index = torch.arange(len(examples))
+        batches = [encoded.batch(index[i : i + batch_size], device) for i in range(0, len(examples), batch_size)]
+        out["methods"][name] = {
+            "model": model,
+            "batches": batches,
+            "tokens": int(encoded.lengths.sum()),
+            "padded_tokens": sum(int(b["input_ids"].numel()) for b in batches),
+            "seq_len_mean": float(encoded.lengths.float().mean()),
+            "params": built.params,
+        }
+    return out
+
+
+def run(
+    *,
+    task: str = "fone_decimal_add_6",
+    methods: Sequence[str] = DEFAULT_METHODS,
+    reference: str = "fone",
+    model_size: int = 3,
+    batch_size: int = 64,
+    steps: int = 8,
+    repeats: int = 5,
+    warmup: int = 2,
+    lr: float = 1e-3,
+    seed: int = 0,
+    device: str | None = None,
+    threads: int | None = None,
+    clock: str = "wall",
+) -> dict[str, Any]:
+    """Measures training throughput of `methods` side by side; returns per-method medians and epoch-time ratios.
+
+    Args:
+        task: a harness task (``python -m eval_harness tasks``).
+        methods: scratch methods (``fone``, ``digits``, ``subword``, ``xval``, ``digits_agg``, ...).
+        reference: the method the epoch-time ratios divide by (must be in `methods`).
+        model_size: FoNE Table 6 size (1: 64 wide, 1 layer ... 6: 384 wide, 6 layers).
+        batch_size: examples per optimizer step.
+        steps: optimizer steps per timed block (``batch_size * steps`` distinct examples).
+        repeats: timed blocks per method (interleaved, rotating order).
+        warmup: untimed optimizer steps per method first.
+        lr: AdamW learning rate (constant; it does not change the work).
+        seed: seeds the examples and the model init.
+        device: ``"cpu"`` / ``"cuda"`` (default: cuda when available).
+        threads: ``torch.set_num_threads`` (None: torch's default).
+        clock: ``"wall"`` (perf_counter) or ``"thread"`` (CPU time of this thread; needs cpu and ``threads=1``).
+
+    Returns:
+        A dict with ``setup``, per method ``step_s`` (median), ``examples_per_s``, ``tokens_per_s``,
+        ``seq_len_mean``, ``epoch_s_estimate``, ``params``; ``epoch_time_ratio`` (``"<method>/<reference>"`` ->
+        median of per-repetition ratios) and ``ratio``: digits / reference when both were run, else None.
+    """
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    methods = list(methods)
+    if clock not in ("wall", "thread"):
+        raise ValueError(f"`clock` must be 'wall' or 'thread', got {clock!r}.")
+    if clock == "thread" and (device != "cpu" or threads != 1):
+        raise ValueError(f"clock='thread' needs device='cpu' and threads=1, got device={device!r}, threads={threads}.")
+    if reference not in methods:
+        raise ValueError(f"`reference` {reference!r} must be one of the methods {methods}: add it to --methods.")
+    if repeats < 1:
+        raise ValueError(f"`repeats` must be >= 1, got {repeats}.")
+    if threads is not None:
+        torch.set_num_threads(threads)
+    with tempfile.TemporaryDirectory(prefix="train_throughput-") as workdir:
+        prepared = prepare(task, methods, model_size, batch_size, steps, seed, device, workdir)
+    parts = prepared["methods"]
+    fns = {name: _trainer(part["model"], part["batches"], lr) for name, part in parts.items()}
+    timer = time.perf_counter if clock == "wall" else time.thread_time
+    for name in methods:
+        fns[name](warmup)
+    times: dict[str, list[float]] = {name: [] for name in methods}
+    n_batches = len(parts[methods[0]]["batches"])
+    for rep in range(repeats):
+        order = methods[rep % len(methods) :] + methods[: rep % len(methods)]
+        for name in order:
+            _sync(device)
+            start = timer()
+            fns[name](n_batches)
+            _sync(device)
+            times[name].append(timer() - start)
+    n_train = prepared["task"].splits["train"]
+    steps_per_epoch = math.ceil(n_train / batch_size)
+    per_method = {}
+    for name in methods:
+        block = statistics.median(times[name])
+        part = parts[name]
+        per_method[name] = {
+            "step_s": block / n_batches,
+            "examples_per_s": prepared["n_examples"] / block,
+            "tokens_per_s": part["tokens"] / block,
+            "padded_tokens_per_s": part["padded_tokens"] / block,
+            "seq_len_mean": part["seq_len_mean"],
+            "epoch_s_estimate": block / n_batches * steps_per_epoch,
+            "params": part["params"],
+        }
+    ratios = {
+        f"{name}/{reference}": statistics.median(a / b for a, b in zip(times[name], times[reference]))
+        for name in methods
+        if name != reference
+    }
+    return {
+        "setup": {"task": task, "methods": methods, "reference": reference, "model_size": model_size,
+                  "batch_size": batch_size, "steps": n_batches, "repeats": repeats, "warmup": warmup,
+                  "device": device, "threads": torch.get_num_threads(), "clock": clock, "seed": seed,
+                  "number_places": list(prepared["places"]), "epoch_examples": n_train,
+                  "steps_per_epoch": steps_per_epoch},
+        "methods": per_method,
+        "times_s": times,
+        "epoch_time_ratio": ratios,
+        "ratio": ratios.get(f"digits/{reference}"),
+    }  # fmt: skip
+
+
+def _print(result: dict[str, Any]) -> None:
+    setup = result["setup"]
+    print(json.dumps(setup))
+    for name, row in result["methods"].items():
+        print(
+            f"  {name:10s} {row['step_s'] * 1000:9.2f} ms/step  {row['examples_per_s']:9.1f} examples/s  "
+            f"{row['tokens_per_s']:10.0f} tokens/s  seq {row['seq_len_mean']:5.1f}  "
+            f"epoch ~{row['epoch_s_estimate']:8.1f} s ({setup['epoch_examples']} examples)"
+        )
+    for key, value in result["epoch_time_ratio"].items():
+        goal = "  (goal >= 4; FoNE paper Table 1: 3.6)" if key.startswith("digits/") else ""
+        print(f"  epoch time {key}: x{value:.3f}{goal}")
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--task", default="fone_decimal_add_6", help="harness task (python -m eval_harness tasks)")
+    parser.add_argument("--methods", default=",".join(DEFAULT_METHODS), help="comma-separated scratch methods")
+    parser.add_argument("--reference", default="fone", help="the method the ratios divide by")
+    parser.add_argument("--model-size", type=int, default=3, help="FoNE Table 6 size 1-6 (3: 192 wide, 3 layers)")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--steps", type=int, default=8, help="optimizer steps per timed block")
+    parser.add_argument("--repeats", type=int, default=5, help="timed blocks per method (interleaved)")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps per method first")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", default=None, help="cpu / cuda (default: cuda when available)")
+    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
+    parser.add_argument(
+        "--clock", default="wall", choices=["wall", "thread"], help="thread: CPU time of this thread (--threads 1)"
+    )
+    parser.add_argument("--json", default=None, help="also write the result to this JSON file")
+    args = parser.parse_args(argv)
+    result = run(
+        task=args.task, methods=[m for m in args.methods.split(",") if m], reference=args.reference,
+        model_size=args.model_size, batch_size=args.batch_size, steps=args.steps, repeats=args.repeats,
+        warmup=args.warmup, seed=args.seed, device=args.device, threads=args.threads, clock=args.clock,
+    )  # fmt: skip
+    _print(result)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as fh:
+            json.dump(result, fh, indent=2)
+    return result
+
+
+if __name__ == "__main__":
+    main()
