@@ -10,18 +10,24 @@ DESIGN.md point 8, "own the loss path". Both trainers
   (+ the aggregate loss)`` as `numadapter.tuner.loss` defines it. TRL 1.16's `SFTTrainer` patches a fused LM head
   onto the base model's forward at construction; `NumberSFTTrainer` removes that patch again, so the number hooks,
   the head and every logits-based term see the real forward;
-- honour ``num_items_in_batch``: the Trainer counts the scored labels of the whole accumulated batch and the model
-  divides every summed term by it, so accumulated micro-batches give the loss and gradients of one large batch.
-  The number-head loss is normalised by the same count, not by the number of number targets: the adapter scores
-  each [NUM] label like one more token (``CE + w * head`` per [NUM]), which is accumulation-exact without a second
-  count (see `numadapter.tuner.loss`). The aggregate auxiliary loss (digits + ``aggregate_loss_lambda < 1``) is the
-  paper's per-call mean and is not accumulation-exact;
+- honour ``num_items_in_batch``: the Trainer counts the scored labels of the whole accumulated batch (over all
+  processes with ``average_tokens_across_devices``) and the model divides every summed term by it, so accumulated
+  micro-batches give the loss and gradients of one large batch. The number-head loss and NTL are normalised by the
+  same count: the adapter scores each [NUM] label like one more token (``CE + w * head`` per [NUM]), which is
+  accumulation-exact without a second count (see `numadapter.tuner.loss`). The aggregate auxiliary loss (digits +
+  ``aggregate_loss_lambda < 1``) is the paper's mean over numbers: its count (the digit runs of the labels) is
+  taken over the accumulated batch and the processes the same way (`_get_num_items_in_batch`) and reaches the
+  model with the token count as ``ItemCounts(tokens, numbers)``, so it is exact too. Every component is multiplied
+  by the process count like the Trainer's loss (DDP then averages the gradients);
 - log each component (``lm_loss``, ``number_loss``, ``ntl_loss``, ``aggregate_loss``) next to ``loss``, averaged
   over the logging interval the way the Trainer averages ``loss`` (`numadapter.callbacks.LossMeter`), and so to
   TensorBoard / W&B when enabled;
 - save checkpoints through `PeftModel.save_pretrained` (``Trainer._save`` does so for a ``PeftModel``: the LoRA
   weights, the [NUM] rows and the number modules in ``adapter_model.safetensors``) plus the `NumberTokenizer`
   (tokenizer files + ``number_tokenizer_config.json``); resuming loads them back with ``PeftModel.load_adapter``.
+  The rest of a checkpoint is safetensors + JSON too (DESIGN.md point 12, `numadapter.safe_checkpoint`): training
+  arguments, optimizer, scheduler, scaler and RNG state, read back on resume without unpickling (DeepSpeed's and
+  FSDP's own checkpoint files are the exception).
 """
 
 from __future__ import annotations
@@ -39,7 +45,10 @@ from numadapter.collator import CAUSAL_COLUMNS, SEQ2SEQ_COLUMNS, NumberDataColla
 from numadapter.config import NumberAdapterConfig
 from numadapter.data import detect_format, prepare_dataset
 from numadapter.quantization import restore_number_precision
+from numadapter.safe_checkpoint import SafeCheckpointMixin
 from numadapter.tokenization import NumberTokenizer
+from numadapter.tuner.alignment import causal_lm_labels
+from numadapter.tuner.loss import ItemCounts, count_aggregate_numbers
 
 
 def _bind(model: Any, processing_class: Any, peft_config: NumberAdapterConfig | None) -> tuple[PeftModel, Any]:
@@ -113,11 +122,51 @@ class _NumberLossMixin:
     """What both trainers share: loss from the model's forward, component logging, kept columns, eval step."""
 
     _number_columns: tuple[str, ...] = CAUSAL_COLUMNS
+    _causal = True  # labels[t + 1] is scored at position t (the model shifts the labels)
 
     def _init_numbers(self) -> None:
         self.model_accepts_loss_kwargs = True  # NumberAdapterModel.forward takes num_items_in_batch
         self._loss_meter = LossMeter(self._sum_over_processes)
         self.add_callback(_MeterStart(self._loss_meter))
+        self._item_counts: ItemCounts | None = None
+
+    def _aggregate_digit_ids(self) -> list[int] | None:
+        """The digit token ids when the active adapter trains the aggregate loss (its M is counted), else None."""
+        model = self.model
+        config = model.peft_config.get(model.active_adapter) if isinstance(model, PeftModel) else None
+        if isinstance(config, NumberAdapterConfig) and config.encoding == "digits":
+            if config.aggregate_loss_lambda < 1.0:
+                return list(config.digit_token_ids)
+        return None
+
+    def _get_num_items_in_batch(self, batch_samples: list, device: torch.device):
+        """The Trainer's N (scored labels of the accumulated batch); also counts the aggregate loss's numbers M.
+
+        M is the count of digit runs in the aligned labels of every micro-batch (`count_aggregate_numbers`),
+        reduced across processes and devices exactly as transformers reduces N. It is kept with N and passed to the
+        model as ``ItemCounts(N, M)`` by `compute_loss`.
+        """
+        tokens = super()._get_num_items_in_batch(batch_samples, device)
+        self._item_counts = None
+        digit_ids = self._aggregate_digit_ids()
+        if tokens is None or digit_ids is None:
+            return tokens
+        numbers = sum(
+            count_aggregate_numbers(causal_lm_labels(b["labels"]) if self._causal else b["labels"], digit_ids)
+            for b in batch_samples
+        )
+        args = self.args
+        if args.average_tokens_across_devices:  # as Trainer._get_num_items_in_batch does for N
+            if args.world_size > 1:
+                numbers = self.accelerator.gather(numbers.to(device)).sum()
+        elif args.n_gpu > 1:
+            numbers = numbers // args.n_gpu
+        numbers = numbers.to(device)
+        if args.n_gpu > 1 and numbers.dim() == 0:
+            numbers = numbers.unsqueeze(0).expand(args.n_gpu, -1)
+        numbers = numbers / (self.get_tp_size() * self.get_cp_size() * self.get_sp_size())
+        self._item_counts = ItemCounts(tokens, numbers)
+        return tokens
 
     def _sum_over_processes(self, tensor: torch.Tensor) -> torch.Tensor:
         if self.accelerator.num_processes == 1:
@@ -137,7 +186,9 @@ class _NumberLossMixin:
             )
         inputs = {**inputs, "use_cache": False}
         if num_items_in_batch is not None:
-            inputs["num_items_in_batch"] = num_items_in_batch
+            counts = self._item_counts  # N with the aggregate loss's M, when counted for this accumulated batch
+            same = counts is not None and counts.tokens is num_items_in_batch
+            inputs["num_items_in_batch"] = counts if same else num_items_in_batch
         outputs = model(**inputs)
         loss = outputs.loss
         if loss is None:
@@ -179,7 +230,7 @@ class _NumberLossMixin:
         super().log(logs, start_time)
 
 
-class NumberSFTTrainer(_NumberLossMixin, SFTTrainer):
+class NumberSFTTrainer(_NumberLossMixin, SafeCheckpointMixin, SFTTrainer):
     """`trl.SFTTrainer` for a numadapter causal LM (Llama, Granite): number columns kept, the model's own loss.
 
     Args:
@@ -342,7 +393,7 @@ class NumberSFTTrainer(_NumberLossMixin, SFTTrainer):
         return super().evaluate(eval_dataset, ignore_keys=ignore_keys, metric_key_prefix=metric_key_prefix)
 
 
-class NumberSeq2SeqTrainer(_NumberLossMixin, Seq2SeqTrainer):
+class NumberSeq2SeqTrainer(_NumberLossMixin, SafeCheckpointMixin, Seq2SeqTrainer):
     """`transformers.Seq2SeqTrainer` for a numadapter T5 (TRL's SFTTrainer does not support encoder-decoders).
 
     Args:
@@ -361,6 +412,7 @@ class NumberSeq2SeqTrainer(_NumberLossMixin, Seq2SeqTrainer):
     """
 
     _number_columns = SEQ2SEQ_COLUMNS
+    _causal = False
 
     def __init__(
         self,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import pickle
 import random
 
 import datasets
@@ -19,6 +20,8 @@ from numadapter.config import NumberAdapterConfig
 from numadapter.mapping import get_peft_model
 from numadapter.tokenization import NumberTokenizer
 from numadapter.trainer import NumberSeq2SeqTrainer, NumberSFTTrainer
+from numadapter.tuner.alignment import causal_lm_labels
+from numadapter.tuner.loss import count_aggregate_numbers
 
 TOKENIZER_OF = {"llama": "digits", "granite": "digits", "t5": "t5"}
 TARGETS = {"llama": ["q_proj", "v_proj"], "granite": ["q_proj", "v_proj"], "t5": ["q", "v"]}
@@ -157,31 +160,135 @@ def test_number_columns_survive_and_fused_head_is_removed(store, tmp_path):
     assert own.number_loss > 0 and not torch.equal(own.loss, own.lm_loss)
 
 
-def first_step(store, tmp_path, batch: int, accumulation: int) -> tuple[dict, dict]:
+def mixed(n: int, seed: int = 0) -> datasets.Dataset:
+    """Completions with 1 to 3 numbers (decimals: two digit runs), so micro-batches hold different number counts."""
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        a, b = rng.randrange(100), rng.randrange(1, 1000)
+        completion = [f" It is {a + b}.", f" {a} plus {b} is {a + b}.", f" It is {a + b}.5 or {b}."][i % 3]
+        rows.append({"prompt": f"What is {a} plus {b}?", "completion": completion})
+    return datasets.Dataset.from_list(rows)
+
+
+# every loss component: CE, the head loss, NTL on the FoNE head / on the LM's digit tokens, the aggregate loss
+ACCUMULATION_CASES = {
+    "llama-fone-ntl": ("llama", "fone", {"ntl_weight": 0.3}, {"lm_loss", "number_loss", "ntl_loss"}),
+    "llama-xval-ntl": ("llama", "xval", {"ntl_weight": 0.3}, {"lm_loss", "number_loss", "ntl_loss"}),
+    "llama-digits": ("llama", "digits", {}, {"lm_loss", "ntl_loss", "aggregate_loss"}),
+    "t5-digits": ("t5", "digits", {}, {"lm_loss", "ntl_loss", "aggregate_loss"}),
+}
+
+
+def no_dropout(model) -> None:
+    """T5 configs default to dropout 0.1: different batch shapes would draw different masks."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+        elif isinstance(getattr(module, "dropout", None), float):  # T5Attention: functional dropout on the weights
+            module.dropout = 0.0
+
+
+def digits_lead(model, config) -> None:
+    """Shrinks the LM head's non-digit rows so a digit is the argmax at most positions: otherwise the untrained
+    model's L_AUX is footnote 2's constant 20 for every number, which has no gradient."""
+    weight = model.get_base_model().get_output_embeddings().token_adapter.base_layer.weight
+    other = torch.ones(weight.shape[0], dtype=torch.bool)
+    other[config.digit_token_ids] = False
+    with torch.no_grad():
+        weight[other] *= 0.05
+
+
+def first_step(store, tmp_path, case: str, batch: int, accumulation: int) -> tuple[dict, dict]:
     """Loss logs and gradients of one optimizer step on the same 8 examples."""
-    model, ntok, _ = build(store, "llama", "fone")
+    family, encoding, overrides, _ = ACCUMULATION_CASES[case]
+    model, ntok, config = build(store, family, encoding, **overrides)
+    no_dropout(model)
+    if encoding == "digits":
+        digits_lead(model, config)
     grads: dict[str, torch.Tensor] = {}
 
     class Grab(TrainerCallback):
         def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
             grads.update({n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None})
 
-    args = sft_args(tmp_path / f"b{batch}", max_steps=1, per_device_train_batch_size=batch,
-                    gradient_accumulation_steps=accumulation)  # fmt: skip
-    trainer = NumberSFTTrainer(model=model, args=args, train_dataset=arithmetic(8, seed=3), processing_class=ntok,
-                               callbacks=[Grab()])  # fmt: skip
+    args = (seq2seq_args if family == "t5" else sft_args)(
+        tmp_path / f"b{batch}",
+        max_steps=1,
+        per_device_train_batch_size=batch,
+        gradient_accumulation_steps=accumulation,
+    )
+    trainer = trainer_for(family, model, ntok, mixed(8, seed=3), args)
+    trainer.add_callback(Grab())
     trainer.train()
     return train_logs(trainer)[0], grads
 
 
-def test_gradient_accumulation_matches_one_large_batch(store, tmp_path):
-    big_log, big_grads = first_step(store, tmp_path, batch=8, accumulation=1)
-    small_log, small_grads = first_step(store, tmp_path, batch=2, accumulation=4)
-    for key in ("loss", "lm_loss", "number_loss"):
-        assert math.isclose(small_log[key], big_log[key], rel_tol=0, abs_tol=1e-5), key
-    assert big_grads.keys() == small_grads.keys() and any(".number_modules." in n for n in big_grads)
+@pytest.mark.parametrize("case", list(ACCUMULATION_CASES))
+def test_gradient_accumulation_matches_one_large_batch(store, tmp_path, case):
+    big_log, big_grads = first_step(store, tmp_path, case, batch=8, accumulation=1)
+    small_log, small_grads = first_step(store, tmp_path, case, batch=2, accumulation=4)
+    components = ACCUMULATION_CASES[case][3]
+    assert components <= big_log.keys() and components <= small_log.keys()
+    if "aggregate_loss" in components:
+        assert big_log["aggregate_loss"] < 15  # mostly digit predictions: eq. 2's distances, not footnote 2's 20
+    for key in ("loss", *components):
+        assert math.isclose(small_log[key], big_log[key], rel_tol=0, abs_tol=1e-5), (key, small_log[key], big_log[key])
+    assert big_grads.keys() == small_grads.keys() and any("lora_B" in n for n in big_grads)
+    if "number_loss" in components:
+        assert any(".number_modules." in n for n in big_grads)
     for name, grad in big_grads.items():
         torch.testing.assert_close(small_grads[name], grad, rtol=0, atol=1e-5, msg=name)
+
+
+def test_aggregate_numbers_differ_between_micro_batches(store, tmp_path):
+    """The accumulation data really tests M: micro-batches of 2 hold different counts of scored numbers."""
+    model, ntok, config = build(store, "llama", "digits")
+    trainer = trainer_for("llama", model, ntok, mixed(8, seed=3), sft_args(tmp_path, per_device_train_batch_size=2))
+    counts = [
+        int(count_aggregate_numbers(causal_lm_labels(batch["labels"]), config.digit_token_ids))
+        for batch in trainer.get_train_dataloader()
+    ]
+    assert len(counts) == 4 and len(set(counts)) > 1 and min(counts) >= 2, counts
+
+
+@pytest.mark.parametrize("case", ["llama-digits", "llama-fone-ntl"])
+def test_two_processes_count_every_component_once(store, tmp_path, case, monkeypatch):
+    """Two DDP ranks simulated in one process: N and M are global, each rank's loss is scaled by the process count
+    (as the Trainer does with average_tokens_across_devices) and DDP averages the gradients: the result must be the
+    loss and gradients of the whole batch in one process."""
+    family, encoding, overrides, components = ACCUMULATION_CASES[case]
+    model, ntok, config = build(store, family, encoding, **overrides)
+    if encoding == "digits":
+        digits_lead(model, config)
+    trainer = trainer_for(family, model, ntok, mixed(8, seed=3), sft_args(tmp_path, per_device_train_batch_size=8))
+    assert trainer.args.average_tokens_across_devices
+    batch = next(iter(trainer.get_train_dataloader()))
+    halves = [{k: v[:4] if torch.is_tensor(v) else v[:4] for k, v in batch.items()},
+              {k: v[4:] if torch.is_tensor(v) else v[4:] for k, v in batch.items()}]  # fmt: skip
+    params = [p for p in model.parameters() if p.requires_grad]
+    model.train()
+
+    def run(batches: list[dict], processes: int) -> tuple[float, list[torch.Tensor], dict]:
+        model.zero_grad()
+        count = trainer._get_num_items_in_batch(batches, torch.device("cpu"))  # after a gather: all ranks' batches
+        losses = []
+        for part in batches:  # one micro-batch per rank
+            loss = trainer.compute_loss(model, part, num_items_in_batch=count)
+            (loss / processes).backward()  # DDP averages the gradients of the ranks
+            losses.append(loss.item())
+        logged = trainer._loss_meter.pop_train(trainer._loss_meter.last_step + 1, processes)
+        return sum(losses) / processes, [p.grad.clone() for p in params], logged  # the Trainer logs the rank mean
+
+    one_loss, one_grads, one_logged = run([batch], 1)
+    monkeypatch.setattr(type(trainer.accelerator), "num_processes", property(lambda self: 2))
+    two_loss, two_grads, two_logged = run(halves, 2)
+    assert math.isclose(two_loss, one_loss, rel_tol=0, abs_tol=1e-5), (two_loss, one_loss)
+    assert components <= one_logged.keys() and one_logged.get("aggregate_loss", 0) < 15
+    for key in components:
+        assert math.isclose(two_logged[key], one_logged[key], rel_tol=0, abs_tol=1e-5), key
+    for one, two in zip(one_grads, two_grads):
+        torch.testing.assert_close(two, one, rtol=0, atol=1e-5)
 
 
 def test_components_average_over_the_logging_interval(store, tmp_path):
@@ -236,10 +343,20 @@ def run_with_checkpoints(store, tmp_path, family, resume_from=None, seed=0):
     return {e["step"]: e["loss"] for e in train_logs(trainer)}, snapshots
 
 
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
+SAFE_STATE = {"optimizer.json", "optimizer.safetensors", "scheduler.json", "rng_state.json", "rng_state.safetensors",
+              "training_args.json", "trainer_state.json", "adapter_model.safetensors"}  # fmt: skip
+
+
 @pytest.mark.parametrize("family", ["llama", "t5"])
-def test_resume_gives_the_same_losses_and_checkpoints_hold_number_modules(store, tmp_path, family):
+def test_resume_gives_the_same_losses_and_checkpoints_hold_number_modules(store, tmp_path, family, monkeypatch):
     full, snapshots = run_with_checkpoints(store, tmp_path, family)
     checkpoint = tmp_path / "out" / "checkpoint-3"
+    files = {path.relative_to(checkpoint).as_posix() for path in checkpoint.rglob("*") if path.is_file()}
+    assert SAFE_STATE <= files, sorted(files)
+    assert not [name for name in files if name.endswith(PICKLE_SUFFIXES)], sorted(files)  # DESIGN.md point 12
+    args = json.loads((checkpoint / "training_args.json").read_text())
+    assert args["save_steps"] == 3 and args["max_steps"] == 6
     saved = load_file(str(checkpoint / "adapter_model.safetensors"))
     number_keys = [k for k in saved if ".number_modules." in k]
     assert number_keys and any("lora_B" in k for k in saved) and any("trainable_tokens" in k for k in saved)
@@ -248,6 +365,13 @@ def test_resume_gives_the_same_losses_and_checkpoints_hold_number_modules(store,
         assert key in saved and torch.equal(saved[key], value), name
     settings = json.loads((checkpoint / "number_tokenizer_config.json").read_text())
     assert settings["encoding"] == "fone"
+
+    def no_unpickling(*args, **kwargs):
+        raise AssertionError(f"resuming unpickled {args[:1]}")
+
+    monkeypatch.setattr(torch, "load", no_unpickling)
+    monkeypatch.setattr(pickle, "load", no_unpickling)
+    monkeypatch.setattr(pickle, "loads", no_unpickling)
     resumed, _ = run_with_checkpoints(store, tmp_path, family, resume_from=str(checkpoint), seed=123)
     assert sorted(resumed) == [1, 2, 3, 4, 5, 6]  # 1-3 come from the checkpoint's trainer_state.json
     for step in (4, 5, 6):

@@ -13,13 +13,20 @@ micro-batches give exactly the loss of one large batch. The reported ``number_lo
 by the fraction of scored tokens that are numbers to read a per-number loss). NTL is normalised the same way: the
 sum over the scored number positions divided by N; it is computed on the LM head's digit tokens (``digits``,
 ``xval``; fused with CE by `numadapter.ntl.cross_entropy_and_ntl`) or, for ``fone``, on the digit head's 10-way
-distributions (`numadapter.ntl.digit_ntl`, mean over the places of each number). ``aggregate_loss`` (L_AUX) is the
-mean over the numbers of the call, as the paper defines it; it is not accumulation-exact.
+distributions (`numadapter.ntl.digit_ntl`, mean over the places of each number).
+
+``aggregate_loss`` (L_AUX, paper eq. 2) is a mean over *numbers* (the runs of digit labels,
+`count_aggregate_numbers`), as the paper defines it: the sum over the numbers of this call divided by ``M``, the
+number count of the whole accumulated batch when the trainer passes it (``num_items_in_batch`` as
+``ItemCounts(tokens=N, numbers=M)``, counted over every accumulation step and process like N), else the count of
+this call. So it is accumulation-exact too, and under DDP (the Trainer multiplies the loss by the process count when
+N and M are global, and DDP averages the gradients) every component is counted once.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -67,6 +74,40 @@ class NumberSeq2SeqLMOutput(Seq2SeqLMOutput):
     number_logits: torch.Tensor | None = None
     number_sign_logits: torch.Tensor | None = None
     number_values: torch.Tensor | None = None
+
+
+class ItemCounts(NamedTuple):
+    """The normalisers of one accumulated batch, passed as ``num_items_in_batch`` by the numadapter trainers.
+
+    Attributes:
+        tokens: N, the scored labels of the whole accumulated batch (transformers' ``num_items_in_batch``).
+        numbers: M, the numbers the aggregate loss scores in it (`count_aggregate_numbers`), or None.
+    """
+
+    tokens: torch.Tensor | int
+    numbers: torch.Tensor | int | None = None
+
+
+def split_counts(num_items_in_batch) -> tuple[torch.Tensor | int | None, torch.Tensor | int | None]:
+    """``(N, M)`` from a ``num_items_in_batch`` that is a count, an `ItemCounts`, or None (M is None unless given)."""
+    if isinstance(num_items_in_batch, ItemCounts):
+        return num_items_in_batch.tokens, num_items_in_batch.numbers
+    return num_items_in_batch, None
+
+
+def count_aggregate_numbers(lm_labels: torch.Tensor, digit_token_ids: list[int]) -> torch.Tensor:
+    """M: the numbers L_AUX scores in aligned labels ``[B, T]``: maximal runs of digit tokens within a row.
+
+    The same runs as `numadapter.encodings.aggregate.aggregate_aux_loss` (any other label, -100 included, ends a
+    run). Causal LMs: pass the labels aligned with the logits (`numadapter.tuner.alignment.causal_lm_labels`).
+
+    Returns:
+        A 0-dim int64 tensor on the labels' device.
+    """
+    ids = torch.as_tensor(digit_token_ids, dtype=torch.long, device=lm_labels.device)
+    is_digit = torch.isin(lm_labels, ids)  # (B, T)
+    before = F.pad(is_digit[:, :-1], (1, 0), value=False)  # (B, T): the previous label of the row is a digit
+    return (is_digit & ~before).sum()
 
 
 def normaliser(labels: torch.Tensor, num_items_in_batch: int | torch.Tensor | None) -> torch.Tensor:
@@ -148,15 +189,30 @@ def fone_ntl(config: NumberAdapterConfig, outputs: dict, plan: NumberPlan, denom
 
 
 def aggregate_term(
-    config: NumberAdapterConfig, logits: torch.Tensor, labels: torch.Tensor, digit_embeddings: torch.Tensor
+    config: NumberAdapterConfig,
+    logits: torch.Tensor,
+    labels: torch.Tensor,
+    digit_embeddings: torch.Tensor,
+    numbers: torch.Tensor | int | None = None,
 ) -> torch.Tensor:
-    """L_AUX of the digit-aggregation paper (eq. 2) on the aligned LM logits."""
-    from numadapter.encodings.aggregate import aggregate_loss
+    """L_AUX of the digit-aggregation paper (eq. 2) on the aligned LM logits: summed over the numbers, / M.
+
+    Args:
+        config: the adapter config (``digit_token_ids``).
+        logits: ``[B, T, V]`` aligned with `labels` ``[B, T]``.
+        digit_embeddings: ``[10, H]`` the digit token embeddings (the metric of eq. 2).
+        numbers: M, the number count of the accumulated batch; None: the count of this call (a per-call mean).
+    """
+    from numadapter.encodings.aggregate import aggregate_aux_loss
 
     ids = config.digit_token_ids
     table = digit_embeddings.new_zeros(max(ids) + 1, digit_embeddings.shape[-1])  # rows only for the digit ids
     table[ids] = digit_embeddings
-    return aggregate_loss(logits, labels, ids, table, lam=config.aggregate_loss_lambda).aux
+    mean, count = aggregate_aux_loss(logits, labels, ids, table)
+    if numbers is None:
+        return mean
+    summed = mean * count  # the mean over this call's `count` numbers, back to their sum
+    return summed / torch.as_tensor(numbers, device=summed.device).to(torch.float32).clamp(min=1)
 
 
 def _tensors(outputs: dict) -> list[torch.Tensor]:
@@ -181,8 +237,10 @@ def combine(
     """All loss terms and their weighted sum (keys: loss, lm_loss, number_loss, ntl_loss, aggregate_loss).
 
     `outputs` are the number head's outputs at the target rows (``plan.target_index``), or None without a head.
+    `num_items_in_batch`: N (a count) or `ItemCounts` (N and the aggregate loss's M), or None (this call's counts).
     """
-    denom = normaliser(plan.lm_labels, num_items_in_batch).to(logits.device)
+    tokens, numbers = split_counts(num_items_in_batch)
+    denom = normaliser(plan.lm_labels, tokens).to(logits.device)
     lm_loss, ntl = lm_terms(config, logits, plan.lm_labels, denom)
     terms: dict[str, torch.Tensor | None] = {"lm_loss": lm_loss, "number_loss": None, "ntl_loss": ntl}
     terms["aggregate_loss"] = None
@@ -192,7 +250,7 @@ def combine(
         if lam < 1.0:
             if digit_embeddings is None:
                 raise RuntimeError("the aggregate loss needs the digit embeddings; they were not captured.")
-            aux = aggregate_term(config, logits, plan.lm_labels, digit_embeddings)
+            aux = aggregate_term(config, logits, plan.lm_labels.to(logits.device), digit_embeddings, numbers)
             terms["aggregate_loss"] = aux
             loss = lam * lm_loss + (1.0 - lam) * aux
     else:
