@@ -28,9 +28,12 @@ comes from the YAML; it is read here from ``ACCELERATE_DEEPSPEED_CONFIG_FILE``).
 launch``: it selects accelerate's one-process launcher and silently ignores ``--num_processes``. ``python script.py``
 with a DeepSpeed config runs a one-process DeepSpeed job (`set_single_process_env`).
 
-ZeRO-3 (DESIGN.md point 10): parameters are partitioned outside their module's forward. Number code reads weights
-only inside a forward (DeepSpeed gathers them, also across modules while the engine runs) or under
-`gathered_parameters`; saving must run on every rank (``Trainer.save_model`` does), and the DeepSpeed config must set
+ZeRO-3 (DESIGN.md point 10): parameters are partitioned outside their module's forward; with `partition_at_load`
+(the default for ZeRO-3, accelerate's ``zero3_init_flag``) already while ``from_pretrained`` loads the base, so no
+process ever holds the whole model (build the training arguments before loading; see `partition_at_load`). Number
+code reads shapes and ties from DeepSpeed's ``ds_shape`` / ``ds_id`` and weights only inside a forward (DeepSpeed
+gathers them, also across modules while the engine runs) or under `gathered_parameters` (`numadapter.zero`); saving
+must run on every rank (``Trainer.save_model`` does), and the DeepSpeed config must set
 ``zero_optimization.stage3_gather_16bit_weights_on_model_save = true``, otherwise the Trainer saves the adapter from
 an empty state dict (only its DeepSpeed checkpoint holds the weights); `check_deepspeed_config` refuses that.
 Merging LoRA into the base (``merge_and_unload``) is not supported by PEFT under ZeRO-3: export from the saved
@@ -42,12 +45,13 @@ from __future__ import annotations
 import json
 import os
 import socket
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from numadapter.zero import gathered_parameters as gathered_parameters  # re-exported: the same helper
 
 ZERO_STAGES = (0, 1, 2, 3)
 SAVE_16BIT = "stage3_gather_16bit_weights_on_model_save"
@@ -300,33 +304,38 @@ def set_single_process_env(environ: dict[str, str] | None = None) -> None:
             environ["MASTER_PORT"] = str(sock.getsockname()[1])
 
 
+ZERO3_INIT_ENV = "ACCELERATE_DEEPSPEED_ZERO3_INIT"
+
+
+def partition_at_load(overrides: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> bool:
+    """Whether the base model should be loaded partitioned (``deepspeed.zero.Init`` inside ``from_pretrained``).
+
+    The rule accelerate's ``DeepSpeedPlugin`` applies to ``zero3_init_flag``: with a ZeRO-3 config, yes, unless
+    ``accelerate launch`` was given ``zero3_init_flag: false`` (it exports ``ACCELERATE_DEEPSPEED_ZERO3_INIT=false``).
+    Under torchrun (no accelerate config) a ZeRO-3 DeepSpeed file means yes. To load partitioned, build the training
+    arguments first and keep them alive while loading: their ``HfTrainerDeepSpeedConfig`` is what makes transformers'
+    ``from_pretrained`` use ``zero.Init``. Otherwise load the base before the training arguments exist: every process
+    then holds a full copy until DeepSpeed partitions it when training starts.
+
+    Args:
+        overrides: what `prepare_distributed_state` returned (its ``"deepspeed"`` entry is the config).
+        environ: the environment to read (default ``os.environ``).
+
+    Returns:
+        True for ZeRO-3 with the init flag on.
+    """
+    environ = os.environ if environ is None else environ
+    config = overrides.get("deepspeed")
+    if not isinstance(config, Mapping) or config.get("zero_optimization", {}).get("stage", 0) != 3:
+        return False
+    flag = environ.get(ZERO3_INIT_ENV, "true").strip().lower()
+    if flag not in ("true", "false", "1", "0", "yes", "no"):
+        raise ValueError(f"environment variable {ZERO3_INIT_ENV}={flag!r} must be true or false (accelerate sets it).")
+    return flag in ("true", "1", "yes")
+
+
 def zero3_enabled() -> bool:
     """Whether the current process runs DeepSpeed ZeRO-3 (set once the TrainingArguments hold a ZeRO-3 config)."""
     from transformers.integrations import is_deepspeed_zero3_enabled
 
     return bool(is_deepspeed_zero3_enabled())
-
-
-@contextmanager
-def gathered_parameters(
-    params: torch.nn.Module | Iterable[torch.nn.Parameter], modifier_rank: int | None = None
-) -> Iterator[None]:
-    """Makes ZeRO-3 partitioned parameters whole inside the block (a no-op for ordinary parameters).
-
-    Use it to read weights outside a forward pass (initialisation from an embedding row, saving, inspecting). Every
-    rank must enter it (it is a collective). With ``modifier_rank=r``, the values rank r writes inside the block are
-    re-partitioned to every rank on exit; with None the block must only read.
-
-    Args:
-        params: a module (all its parameters) or an iterable of parameters.
-        modifier_rank: the rank whose in-place changes are kept, or None for read-only access.
-    """
-    params = list(params.parameters()) if isinstance(params, torch.nn.Module) else list(params)
-    partitioned = [p for p in params if hasattr(p, "ds_id")]
-    if not partitioned:
-        yield
-        return
-    import deepspeed
-
-    with deepspeed.zero.GatheredParameters(partitioned, modifier_rank=modifier_rank):
-        yield

@@ -28,6 +28,7 @@ from torch import nn
 from numadapter.config import NumberAdapterConfig
 from numadapter.tuner.patches import base_weight, detect_architecture
 from numadapter.tuner.registration import register
+from numadapter.zero import matrix_shape
 
 DIGITS = "0123456789"
 
@@ -47,7 +48,11 @@ def bind_tokenizer(config: NumberAdapterConfig, tokenizer: Any, model: nn.Module
     Args:
         config: the adapter config.
         tokenizer: a Hugging Face fast tokenizer or a `NumberTokenizer` built with the same encoding.
-        model: the base model (its embedding rows give ``original_vocab_size``).
+        model: the base model (its embedding rows give ``original_vocab_size``; the full row count also when the
+            base was loaded ZeRO-3 partitioned).
+
+    Raises:
+        ValueError: the embedding's row count cannot be determined (an empty weight without ``ds_shape``).
 
     Returns:
         The `NumberTokenizer` (the given one, or a new one around `tokenizer`).
@@ -67,7 +72,7 @@ def bind_tokenizer(config: NumberAdapterConfig, tokenizer: Any, model: nn.Module
     config.num_token_id = ntok.num_token_id
     config.agg_token_id = ntok.agg_token_id
     config.digit_token_ids = digit_token_ids(ntok.tokenizer)
-    rows = base_weight(model.get_input_embeddings()).shape[0]
+    rows, _ = matrix_shape(base_weight(model.get_input_embeddings()), "the base model's input embedding weight")
     if config.original_vocab_size is None:
         config.original_vocab_size = rows
     config.resized_vocab_size = max(config.original_vocab_size, len(ntok.tokenizer))

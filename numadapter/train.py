@@ -7,7 +7,9 @@ importing this module stay fast.
 - `load_data`: ``datasets`` from local JSONL / CSV / Parquet files, a directory, a hub name, or the synthetic task.
 - `train`: recipe -> ``numadapter.get_peft_model`` -> `NumberSFTTrainer` / `NumberSeq2SeqTrainer` (with DeepSpeed
   state from `numadapter.distributed.prepare_distributed_state`) -> saved adapter (+ `NumberTokenizer`) -> optional
-  merged export (not under ZeRO-3, where the offline command is printed instead).
+  merged export (not under ZeRO-3, where the offline command is printed instead). Under ZeRO-3 the base is loaded
+  partitioned (``zero.Init``) unless accelerate's ``zero3_init_flag`` is false (`distributed.partition_at_load`) or
+  the base is a T5 with an LM head of its own (v1.1 / Flan-T5; transformers would tie it to the embedding).
 - `evaluate`: generation on the evaluation set with `numadapter.generate`; `answer_metrics` compares the last number
   of each generated answer with the last number of the reference (exact match and mean absolute error).
 - `export`: `numadapter.export.export_checkpoint` (offline merge of a saved adapter).
@@ -190,6 +192,15 @@ def _prompts_and_references(dataset: Any) -> tuple[list[str], list[str]]:
     return list(dataset["prompt"]), list(dataset["completion"])
 
 
+def _untied_t5(settings: ModelSettings) -> bool:
+    """Whether the base is a T5 whose checkpoint has an LM head of its own (read from its config only)."""
+    from transformers import AutoConfig
+
+    from numadapter.tuner.patches import expects_untied_head
+
+    return expects_untied_head(AutoConfig.from_pretrained(settings.name_or_path, revision=settings.revision))
+
+
 def _is_main_process() -> bool:
     return int(os.environ.get("RANK", "0")) == 0
 
@@ -201,7 +212,9 @@ def train(recipe: Recipe, print_fn: Callable[[str], None] = print) -> dict[str, 
     Returns:
         ``{"output_dir", "train_metrics", "eval_metrics" (or None), "export_dir" (or None)}``.
     """
-    from numadapter.distributed import prepare_distributed_state, zero3_enabled
+    from transformers import set_seed
+
+    from numadapter.distributed import partition_at_load, prepare_distributed_state, zero3_enabled
     from numadapter.mapping import get_peft_model
     from numadapter.tokenization import NumberTokenizer
     from numadapter.trainer import NumberSeq2SeqTrainer, NumberSFTTrainer
@@ -209,15 +222,29 @@ def train(recipe: Recipe, print_fn: Callable[[str], None] = print) -> dict[str, 
     training = dict(recipe.training)
     deepspeed = training.pop("deepspeed", None)
     overrides = prepare_distributed_state(deepspeed)
-    # The base is loaded before the training arguments exist: with a ZeRO-3 config, from_pretrained after them
-    # would partition the weights while loading (zero.Init), and the adapter reads the embedding shape when it
-    # binds. Every process holds a full copy until DeepSpeed partitions it when training starts.
     tokenizer = load_tokenizer(recipe.model)
-    base = load_base_model(recipe.model, recipe.seq2seq)
+    run = Recipe(**{**recipe.__dict__, "training": training})
+    # ZeRO-3 with the init flag (accelerate's zero3_init_flag; always under torchrun): the training arguments come
+    # first and stay alive while loading, so from_pretrained partitions the base as it loads (zero.Init) and no
+    # process holds the whole model. Otherwise the base is loaded first: a full copy per process, which DeepSpeed
+    # partitions when training starts.
+    partitioned = partition_at_load(overrides)
+    if partitioned and recipe.seq2seq and _untied_t5(recipe.model):
+        partitioned = False  # transformers would tie its own LM head to the embedding (patches.check_partitioned_head)
+        if _is_main_process():
+            print_fn(
+                "Loading the T5 base whole in every process, not ZeRO-3 partitioned: its LM head has weights of its "
+                "own, which transformers ties to the embedding when loading under zero.Init. DeepSpeed partitions "
+                "it when training starts."
+            )
+    base = None if partitioned else load_base_model(recipe.model, recipe.seq2seq)
+    args = run.training_args(**overrides)
+    if base is None:
+        base = load_base_model(recipe.model, recipe.seq2seq)
+    set_seed(args.seed)  # the same initial adapter in every process and every run
     config = recipe.adapter
     model = get_peft_model(base, config, tokenizer=tokenizer)
     ntok = NumberTokenizer(tokenizer, config)
-    args = Recipe(**{**recipe.__dict__, "training": training}).training_args(**overrides)
     if _is_main_process():
         model.print_trainable_parameters()
     train_data = load_data(recipe.data, "train")

@@ -8,6 +8,12 @@ one-process run: the loss curve (within 1e-4), the data shards of the two ranks,
 rows and number modules change, are identical on both ranks, and equal the one-process result), and that the saved
 adapter holds every trained tensor whole (also under ZeRO-3) and reloads to the same logits.
 
+Two more launches run numadapter's own entry point (`numadapter.train.train`, ``tests/dist_scripts/train_recipe.py``)
+under ZeRO-3 with the base loaded *partitioned* (``zero.Init`` inside ``from_pretrained``, how large models are
+loaded), and in one process: every base tensor is empty right after loading, the loss curve is the one-process one,
+the saved adapter equals the one-process adapter, records the base's real vocabulary size and reloads on a fresh
+whole base to the logits the DeepSpeed engine computed.
+
 The other tests are fast unit tests of `numadapter.distributed` and of the recipe files; they always run.
 """
 
@@ -29,6 +35,7 @@ from numadapter.distributed import (
     gathered_parameters,
     launch_info,
     load_deepspeed_config,
+    partition_at_load,
     set_single_process_env,
     training_overrides,
 )
@@ -52,6 +59,18 @@ CONFIGS = {  # name -> (extra script arguments, accelerate distributed type)
         ],
         "DEEPSPEED",
     ),
+}
+# numadapter's own entry point (`numadapter.train.train`) with the base loaded ZeRO-3 partitioned (zero.Init), and its
+# one-process reference; threshold 0 partitions every tensor, also while loading
+RECIPE_SCRIPT = ROOT / "tests" / "dist_scripts" / "train_recipe.py"
+RECIPE_CONFIGS = {
+    "recipe-single": [],
+    "recipe-zero3": [
+        "--deepspeed",
+        str(RECIPES / "deepspeed" / "zero3.json"),
+        "--ds-set",
+        json.dumps({"stage3_param_persistence_threshold": 0}),
+    ],
 }
 STEPS, GLOBAL_BATCH = 4, 4
 LAUNCH_TIMEOUT_S = 420  # one launch takes ~30 s here; the first DeepSpeed one also builds its shm op (~1-3 min)
@@ -101,16 +120,19 @@ class Runs:
             raise self.failures[name]
         if name not in self.dirs:
             out = self.root / name
-            common = [str(SCRIPT), "--base", str(self.base), "--out", str(out), "--steps", str(STEPS)]
+            script, extra = (RECIPE_SCRIPT, RECIPE_CONFIGS[name]) if name in RECIPE_CONFIGS else (SCRIPT, None)
+            common = [str(script), "--base", str(self.base), "--out", str(out), "--steps", str(STEPS)]
             common += ["--global-batch", str(GLOBAL_BATCH)]
-            if name == "single":
-                command = [sys.executable, *common]
+            if extra is None:
+                extra = [] if name == "single" else CONFIGS[name][0]
+            if "--deepspeed" in extra:
+                pytest.importorskip("deepspeed", reason="DeepSpeed runs need: pip install 'numadapter[deepspeed]'")
+            if name.endswith("single"):
+                command = [sys.executable, *common, *extra]
             else:
-                if CONFIGS[name][0]:
-                    pytest.importorskip("deepspeed", reason="DeepSpeed runs need: pip install 'numadapter[deepspeed]'")
                 torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]
                 torchrun += ["--master_addr", "127.0.0.1", "--master_port", str(_free_port())]
-                command = [*torchrun, *common, *CONFIGS[name][0]]
+                command = [*torchrun, *common, *extra]
             try:
                 self.dirs[name] = _run(command, out)
             except AssertionError as exc:
@@ -228,6 +250,66 @@ def test_saved_adapter_is_whole_and_reloads_to_the_same_logits(runs: Runs, confi
     )
 
 
+# -- ZeRO-3 with the base partitioned while it loads (numadapter's train entry point) -------------------------------
+def _base_shape(runs: Runs) -> list[int]:
+    config = json.loads((runs.base / "model" / "config.json").read_text())
+    return [config["vocab_size"], config["hidden_size"]]
+
+
+@pytest.mark.distributed
+def test_zero3_init_loads_the_base_partitioned_and_trains_like_one_process(runs: Runs):
+    single = _summary(runs.get("recipe-single"), 0)
+    out = runs.get("recipe-zero3")
+    ranks = [_summary(out, r) for r in (0, 1)]
+    assert single["load"]["empty_params"] == 0 and single["load"]["embedding_ds_shape"] is None  # a whole reference
+    for summary in ranks:
+        assert (summary["accelerate_processes"], summary["torch_world_size"]) == (2, 2)
+        load = summary["load"]  # right after from_pretrained, before numadapter touched the model
+        assert load["embedding_numel"] == 0 and load["embedding_ds_shape"] == _base_shape(runs)
+        assert load["embedding_ds_status"] == "ZeroParamStatus.NOT_AVAILABLE"
+        assert load["empty_params"] == load["params"] > 0  # every tensor of the base was partitioned at load
+    expected = torch.tensor(single["logged_losses"], dtype=torch.float64)
+    assert len(expected) == STEPS and expected[-1] < expected[0]
+    torch.testing.assert_close(torch.tensor(ranks[0]["logged_losses"], dtype=torch.float64), expected, atol=1e-4,
+                               rtol=0)  # fmt: skip
+
+
+@pytest.mark.distributed
+def test_zero3_init_saves_the_adapter_whole_with_the_real_vocabulary(runs: Runs):
+    from peft import PeftModel
+    from transformers import LlamaForCausalLM
+
+    import numadapter.tuner.registration  # noqa: F401  (registers the adapter type with PEFT)
+
+    reference = runs.get("recipe-single") / "final"
+    out = runs.get("recipe-zero3")
+    rows, hidden = _base_shape(runs)
+    config = json.loads((out / "final" / "adapter_config.json").read_text())
+    assert (config["original_vocab_size"], config["resized_vocab_size"], config["base_hidden_size"]) == (
+        rows, rows + 1, hidden,
+    )  # fmt: skip
+    assert config["num_token_id"] == rows  # [NUM] appended after the base vocabulary
+    saved = _tensors(out / "final" / "adapter_model.safetensors")
+    expected = _tensors(reference / "adapter_model.safetensors")
+    assert sorted(saved) == sorted(expected)
+    assert any("embed_tokens.token_adapter" in k for k in saved) and any("number_modules" in k for k in saved)
+    for key, value in saved.items():
+        assert value.numel() > 0 and value.shape == expected[key].shape, f"{key} was saved {tuple(value.shape)}"
+        torch.testing.assert_close(value, expected[key], atol=1e-5, rtol=0, msg=f"{key} differs from 1 process")
+    # a fresh, whole base in this (non-distributed) process reproduces what the DeepSpeed engine computed
+    base = LlamaForCausalLM.from_pretrained(str(runs.base / "model"), dtype=torch.float32)
+    model = PeftModel.from_pretrained(base, str(out / "final")).eval()
+    probe = _tensors(out / "probe.safetensors")
+    assert probe["num_mask"].sum() > 0
+    with torch.no_grad():
+        reloaded = model(**probe, use_cache=False)
+    engine = _tensors(out / "logits_rank0.safetensors")
+    torch.testing.assert_close(reloaded.logits, engine["logits"], atol=1e-5, rtol=0)
+    torch.testing.assert_close(reloaded.number_logits, engine["number_logits"], atol=1e-5, rtol=0)
+    torch.testing.assert_close(_tensors(out / "logits_rank1.safetensors")["logits"], engine["logits"], atol=1e-6,
+                               rtol=0)  # fmt: skip
+
+
 # -- launch state (no processes started) -------------------------------------------------------------------------
 ZERO3 = {"zero_optimization": {"stage": 3, "stage3_gather_16bit_weights_on_model_save": True}}
 TORCHRUN = {"RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
@@ -248,6 +330,27 @@ TORCHRUN = {"RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "1
 def test_training_overrides(environ, config, accelerator, expected):
     info = launch_info(config, environ=environ, accelerator=accelerator)
     assert training_overrides(info) == expected
+
+
+@pytest.mark.parametrize(
+    ("overrides", "environ", "expected"),
+    [
+        ({"deepspeed": ZERO3}, {}, True),  # torchrun + a ZeRO-3 file: partitioned while loading
+        ({"deepspeed": ZERO3}, {"ACCELERATE_DEEPSPEED_ZERO3_INIT": "true"}, True),  # zero3_init_flag: true
+        ({"deepspeed": ZERO3}, {"ACCELERATE_DEEPSPEED_ZERO3_INIT": "false"}, False),  # zero3_init_flag: false
+        ({"deepspeed": {"zero_optimization": {"stage": 2}}}, {}, False),
+        ({"use_cpu": True, "ddp_backend": "gloo"}, {}, False),
+        ({}, {"ACCELERATE_DEEPSPEED_ZERO3_INIT": "true"}, False),
+    ],
+    ids=["zero3", "zero3-flag", "zero3-no-flag", "zero2", "ddp", "no-deepspeed"],
+)
+def test_partition_at_load(overrides, environ, expected):
+    assert partition_at_load(overrides, environ=environ) is expected
+
+
+def test_partition_at_load_refuses_a_bad_flag():
+    with pytest.raises(ValueError, match="ACCELERATE_DEEPSPEED_ZERO3_INIT='maybe' must be true or false"):
+        partition_at_load({"deepspeed": ZERO3}, environ={"ACCELERATE_DEEPSPEED_ZERO3_INIT": "maybe"})
 
 
 def test_launch_info_reads_the_launcher_environment():

@@ -4,7 +4,8 @@ On top of `peft.LoraModel` it
 
 1. binds the adapter to the base model (`_bind`): checks the architecture and task type, re-applies the
    embedding resize recorded in the config (``original_vocab_size`` -> ``resized_vocab_size``; a base of another
-   shape is refused with both shapes named), and detects ties by storage;
+   shape is refused with both shapes named), and detects ties by storage; shapes and ties come from DeepSpeed's
+   ``ds_shape`` / ``ds_id`` when the base was loaded ZeRO-3 partitioned (`numadapter.zero`);
 2. makes the [NUM] / [AGG] embedding rows PEFT trainable tokens (`token_rows`), tied where the weights are tied;
 3. keeps one `NumberModules` (input module + head) per adapter in ``number_modules``, saved with the adapter;
 4. in `forward`, pops the number tensors, validates them against the ids (`inputs`), arms the side buffer and the
@@ -30,9 +31,16 @@ from numadapter.tuner.hooks import number_hooks
 from numadapter.tuner.inputs import plan_causal, plan_seq2seq, pop_number_kwargs
 from numadapter.tuner.loss import NumberCausalLMOutput, NumberSeq2SeqLMOutput, combine, head_outputs
 from numadapter.tuner.number_modules import NumberModules, number_token_ids
-from numadapter.tuner.patches import base_weight, detect_architecture, resize_embeddings, tied_group
+from numadapter.tuner.patches import (
+    base_weight,
+    check_partitioned_head,
+    detect_architecture,
+    resize_embeddings,
+    tied_group,
+)
 from numadapter.tuner.side_buffer import SideBuffer
 from numadapter.tuner.token_rows import initial_rows, wrap_number_rows, zero_rows
+from numadapter.zero import matrix_shape
 
 NUMBER_MODULES = "number_modules"
 
@@ -122,7 +130,8 @@ class NumberAdapterModel(LoraModel):
             raise ValueError(
                 f"aggregate / NTL on the LM head / aggregate_loss_lambda < 1 need `digit_token_ids`: {fix}."
             )
-        rows, hidden = base_weight(model.get_input_embeddings()).shape
+        rows, hidden = matrix_shape(base_weight(model.get_input_embeddings()), "the input embedding weight")
+        check_partitioned_head(model)
         if config.base_hidden_size is not None and config.base_hidden_size != hidden:
             raise _shape_error(config, rows, hidden)
         binding = self._binding

@@ -14,8 +14,10 @@ model applies it (DESIGN.md point 4):
   ``encoder`` / ``decoder`` stacks, never by shapes. T5 v1.0 (``scale_decoder_outputs``) multiplies the decoder
   output by ``d_model**-0.5`` before a tied ``lm_head``; the pre-hook captures it after that scaling.
 
-Ties are detected by Parameter identity or ``data_ptr()``, never by ``config.tie_word_embeddings`` (transformers 5
-sets that to True for every T5, including v1.1 / Flan-T5 checkpoints whose ``lm_head`` has its own weights).
+Ties are detected by Parameter identity, ZeRO-3 ``ds_id`` or ``data_ptr()`` (`numadapter.zero.same_parameter`), never
+by ``config.tie_word_embeddings`` (transformers 5 sets that to True for every T5, including v1.1 / Flan-T5
+checkpoints whose ``lm_head`` has its own weights). Shapes come from `numadapter.zero.full_shape` (``ds_shape`` for a
+ZeRO-3 partitioned weight, whose own shape is ``(0,)``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,15 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+
+from numadapter.zero import (
+    full_shape,
+    gathered_parameters,
+    is_partitioned,
+    matrix_shape,
+    partition_like,
+    same_parameter,
+)
 
 
 @dataclass(frozen=True)
@@ -64,12 +75,48 @@ def detect_architecture(model: nn.Module) -> Architecture:
 
 
 def same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether two weights are tied: the same Parameter, or (off the meta device) the same ``data_ptr()``."""
-    if a is b:
-        return True
-    if a.device.type == "meta" or b.device.type == "meta":
-        return False
-    return a.device == b.device and a.data_ptr() == b.data_ptr() and a.shape == b.shape
+    """Whether two weights are tied: the same Parameter, the same ZeRO-3 ``ds_id``, or the same ``data_ptr()``.
+
+    See `numadapter.zero.same_parameter` (a partitioned or empty weight has ``data_ptr() == 0`` like any other, so
+    storage is compared only for ordinary, non-empty tensors).
+    """
+    return same_parameter(a, b)
+
+
+def expects_untied_head(model_config: object) -> bool:
+    """Whether a T5 config says its checkpoint has an LM head of its own (T5 v1.1 / Flan-T5).
+
+    transformers 5 forces ``tie_word_embeddings=True`` on every T5 config and keeps the old meaning in
+    ``scale_decoder_outputs``: False for v1.1-style checkpoints, whose ``lm_head.weight`` differs from ``shared``.
+    """
+    return (
+        getattr(model_config, "model_type", None) == "t5"
+        and getattr(model_config, "scale_decoder_outputs", True) is False
+    )
+
+
+def check_partitioned_head(model: nn.Module) -> None:
+    """Refuses a T5 v1.1 loaded ZeRO-3 partitioned with its LM head tied to the embedding.
+
+    Under ``zero.Init``, transformers 5.23 compares the two checkpoint tensors it would tie while both are empty
+    partitions, finds them "equal" and ties ``lm_head`` to ``shared``: the checkpoint's LM head is silently lost (its
+    logits are the embedding's). numadapter cannot recover it from the model, so it says how to load instead.
+
+    Raises:
+        ValueError: the config expects an own LM head (`expects_untied_head`) but the partitioned model has none.
+    """
+    output = model.get_output_embeddings()
+    if output is None or not expects_untied_head(model.config):
+        return
+    head, embedding = base_weight(output), base_weight(model.get_input_embeddings())
+    if is_partitioned(head) and same_storage(head, embedding):
+        raise ValueError(
+            f"{type(model).__name__} has an LM head of its own in its checkpoint (config scale_decoder_outputs=False, "
+            "T5 v1.1 / Flan-T5), but it was loaded ZeRO-3 partitioned (zero.Init) with lm_head tied to the shared "
+            "embedding: transformers ties them under zero.Init, losing the checkpoint's LM head. Load this model "
+            "whole: create the training arguments after from_pretrained, or set zero3_init_flag: false in the "
+            "accelerate config (numadapter train does this by itself for such models)."
+        )
 
 
 def base_weight(module: nn.Module) -> torch.Tensor:
@@ -153,17 +200,16 @@ def resize_embeddings(model: nn.Module, new_rows: int) -> None:
     transformers' ``resize_token_embeddings`` decides ties from ``config.tie_word_embeddings``, which ties a T5 v1.1
     LM head to the embedding (destroying it) in transformers 5; this function swaps in new Parameters for exactly the
     modules that share storage. New rows are zeros (deterministic, so a reload reproduces them bit-exactly; the
-    number-token rows are then served by PEFT trainable tokens). Never shrinks.
+    number-token rows are then served by PEFT trainable tokens). Never shrinks. A ZeRO-3 partitioned weight is
+    gathered for the copy, and its replacement is partitioned at once (`numadapter.zero.partition_like`).
 
     Args:
         model: a transformers model.
         new_rows: the row count wanted (>= the current one).
     """
-    from peft.utils.integrations import gather_params_ctx
-
     embedding = model.get_input_embeddings()
     old = embedding.weight
-    rows, hidden = old.shape
+    rows, _ = matrix_shape(old, "the input embedding weight")
     if new_rows < rows:
         raise ValueError(f"numadapter never shrinks an embedding: it has {rows} rows, asked for {new_rows}.")
     if new_rows == rows:
@@ -174,10 +220,14 @@ def resize_embeddings(model: nn.Module, new_rows: int) -> None:
         groups.append(output.weight)
     replacements: dict[int, nn.Parameter] = {}
     for weight in groups:
-        with gather_params_ctx([weight], modifier_rank=None):
-            grown = torch.zeros(new_rows, weight.shape[1], dtype=weight.dtype, device=weight.device)
-            grown[: weight.shape[0]] = weight.data
-        replacements[id(weight)] = nn.Parameter(grown, requires_grad=weight.requires_grad)
+        columns = full_shape(weight)[1]
+        grown = torch.zeros(new_rows, columns, dtype=weight.dtype, device=weight.device)
+        if grown.device.type != "meta":
+            with gathered_parameters([weight], modifier_rank=None):  # ZeRO-3: every rank reads the whole weight
+                grown[: weight.shape[0]] = weight.data
+        replacement = nn.Parameter(grown, requires_grad=weight.requires_grad)
+        partition_like(weight, [replacement])  # ZeRO-3: partitioned at once, like the weight it replaces
+        replacements[id(weight)] = replacement
     for _, module in model.named_modules(remove_duplicate=False):
         if not isinstance(module, (nn.Embedding, nn.Linear)):
             continue

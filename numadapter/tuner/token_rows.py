@@ -1,6 +1,7 @@
 """The [NUM] / [AGG] embedding rows: PEFT trainable tokens, placed by tie detection, with a sparse forward.
 
-The rows are PEFT's own `TrainableTokensWrapper` / `TrainableTokensLayer` (state-dict keys
+The rows are PEFT trainable tokens (`NumberRowsWrapper` / `NumberTokenRows`, subclasses of PEFT's
+`TrainableTokensWrapper` / `TrainableTokensLayer` with the same parameters and state-dict keys
 ``...embed_tokens.token_adapter.trainable_tokens_delta``, merge / unmerge / ``merge_and_unload`` as in PEFT), but
 numadapter places them itself instead of through ``LoraConfig.trainable_token_indices``:
 
@@ -21,6 +22,11 @@ Initial values (`initial_rows`): the [NUM] row is the mean of the ten digit-toke
 embedding and, when untied, LM head), so [NUM] starts as "some digit" in both directions; without known digit ids
 it is the mean of all original rows. The [AGG] row starts at zero (the digit-aggregation paper's aggregate is then
 exactly the [AGG] input).
+
+ZeRO-3 (DESIGN.md point 10): the base weight may be partitioned (empty) here, when the base was loaded under
+``zero.Init``. Every read of it (initial values, PEFT's originals) and the zeroing of the number rows run under
+`numadapter.zero.gathered_parameters`; the new row parameters are ordinary and DeepSpeed partitions them when its
+engine starts.
 """
 
 from __future__ import annotations
@@ -28,9 +34,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from peft.tuners.trainable_tokens.layer import TrainableTokensLayer
-from peft.utils.integrations import gather_params_ctx
 from peft.utils.other import TrainableTokensWrapper, _set_trainable
 from torch import nn
+
+from numadapter.zero import full_shape, gathered_parameters
 
 
 class NumberTokenRows(TrainableTokensLayer):
@@ -42,6 +49,20 @@ class NumberTokenRows(TrainableTokensLayer):
     is exactly the replacement ``x @ rows.T``; for extra user tokens (``trainable_token_indices``) it equals it up to
     rounding. The in-place add passes the logits gradient through without a copy.
     """
+
+    def update_layer(self, adapter_name, config=None, tied_adapter=None, **kwargs) -> None:
+        """PEFT's ``update_layer``, with the base weight gathered under ZeRO-3 while the original rows are read."""
+        if tied_adapter is not None:  # a tied layer reads nothing: it shares the source's rows
+            return super().update_layer(adapter_name, config, tied_adapter=tied_adapter, **kwargs)
+        with gathered_parameters([self.get_base_layer().weight], modifier_rank=None):
+            super().update_layer(adapter_name, config, tied_adapter=tied_adapter, **kwargs)
+
+    def _collect_token_weights(self, weight: torch.Tensor, rows: list[int], embed_dim: int) -> torch.Tensor:
+        """The original rows ``[K, H]`` under ZeRO-3 (PEFT's own version allocates on CUDA and fails on CPU).
+
+        `update_layer` has gathered `weight`, so every rank reads the same rows; no broadcast is needed.
+        """
+        return weight.data[rows].detach().clone()
 
     def _index(self, adapter_name: str, device: torch.device) -> torch.Tensor:
         cache = self.__dict__.setdefault("_numadapter_index", {})
@@ -86,7 +107,7 @@ def zero_rows(weight: torch.Tensor, ids: list[int]) -> None:
     """Sets rows `ids` of a base weight to zero (the trained rows replace them; see `NumberTokenRows`)."""
     if not ids or weight.device.type == "meta":
         return
-    with gather_params_ctx([weight], modifier_rank=0):
+    with gathered_parameters([weight], modifier_rank=0):
         weight.data[ids] = 0
 
 
@@ -94,25 +115,31 @@ def zero_rows(weight: torch.Tensor, ids: list[int]) -> None:
 def initial_rows(
     weight: torch.Tensor, ids: list[int], num_token_id: int | None, digit_ids: list[int] | None, original_rows: int
 ) -> torch.Tensor:
-    """Initial values ``[K, H]`` (float32) of the trained rows `ids` of `weight` (see the module docstring)."""
-    with gather_params_ctx([weight], modifier_rank=None):
-        if weight.device.type == "meta":
-            return torch.zeros(len(ids), weight.shape[1], device="meta")
+    """Initial values ``[K, H]`` (float32) of the trained rows `ids` of `weight` (see the module docstring).
+
+    Under ZeRO-3 the weight is gathered for the read (every rank enters; all get the same values).
+    """
+    hidden = full_shape(weight)[1]
+    if weight.device.type == "meta":
+        return torch.zeros(len(ids), hidden, device="meta")
+    with gathered_parameters([weight], modifier_rank=None):
         if digit_ids is not None:
             reference = weight.data[digit_ids].float().mean(0)  # (H,)
         else:
             reference = weight.data[:original_rows].float().mean(0)  # (H,)
-        out = torch.zeros(len(ids), weight.shape[1], dtype=torch.float32, device=weight.device)
-        for k, token_id in enumerate(ids):
-            if token_id == num_token_id:
-                out[k] = reference
+    out = torch.zeros(len(ids), hidden, dtype=torch.float32, device=weight.device)
+    for k, token_id in enumerate(ids):
+        if token_id == num_token_id:
+            out[k] = reference
     return out
 
 
-def _swap_classes(model: nn.Module) -> None:
-    for module in model.modules():
-        if isinstance(module, TrainableTokensWrapper) and type(module.token_adapter) is TrainableTokensLayer:
-            module.token_adapter.__class__ = NumberTokenRows
+class NumberRowsWrapper(TrainableTokensWrapper):
+    """PEFT's `TrainableTokensWrapper` holding a `NumberTokenRows` from the start (PEFT builds its own layer class,
+    whose ZeRO-3 read of the original rows only works on CUDA)."""
+
+    def init_modules(self, adapter_name: str, token_indices: list[int], tied_adapter) -> None:
+        self.token_adapter = NumberTokenRows(self.original_module, adapter_name, token_indices, tied_adapter)
 
 
 def wrap_number_rows(
@@ -138,7 +165,7 @@ def wrap_number_rows(
     Returns:
         The source wrappers holding trainable rows: the input embedding's, then the untied LM head's if any.
     """
-    common = dict(inference_mode=inference_mode, strict_module_check=True, wrapper_cls=TrainableTokensWrapper)
+    common = dict(inference_mode=inference_mode, strict_module_check=True, wrapper_cls=NumberRowsWrapper)
     _set_trainable(model, adapter_name, [tied[0]], token_indices=ids, activate_adapter=activate, **common)
     source = model.get_submodule(tied[0])
     for name in tied[1:]:
@@ -155,5 +182,4 @@ def wrap_number_rows(
     if untied_output is not None:
         _set_trainable(model, adapter_name, [untied_output], token_indices=ids, activate_adapter=activate, **common)
         sources.append(model.get_submodule(untied_output))
-    _swap_classes(model)
     return sources
