@@ -18,6 +18,7 @@ import math
 import pytest
 import torch
 from adapter_cases import TARGETS, TOKENIZER_OF, Store
+from peft import LoraModel
 
 from numadapter.config import NumberAdapterConfig
 from numadapter.generation import generate
@@ -26,6 +27,7 @@ from numadapter.mapping import get_peft_model
 from numadapter.numbers import ExactNumber, NumberOutOfRangeError
 from numadapter.tokenization import NumberTokenizer
 from numadapter.tuner.patches import base_weight
+from numadapter.tuner.side_buffer import NumberInputs
 
 PROMPTS = [
     "The price is 12.5 dollars and",
@@ -589,3 +591,48 @@ def test_wrong_model_tokenizer_or_prompts(store):
         generate(model, ntok, [])
     with pytest.warns(UserWarning, match=r"ignored because do_sample=False"):
         generate(model, ntok, "hi", max_new_tokens=1, temperature=0.5)
+
+
+@pytest.mark.parametrize("encoding", ["fone", "xval"])
+def test_number_runtime_step_reproduces_the_public_forward(store, encoding):
+    """The public step API (hooks installed once, the buffer armed per call) gives the forward's logits and head input;
+    with the adapters disabled it is the base model, with no hooks."""
+    model, ntok = build(store, "llama", encoding)
+    batch = ntok(["12 + 30 = 42", "7.5 - 3 ="], return_tensors="pt", padding=True)
+    batch = {k: v for k, v in batch.items() if k != "number_texts"}
+    runtime = model.base_model.number_runtime()
+    assert runtime.adapter_name == "default" and runtime.has_head and runtime.config.encoding == encoding
+    side = NumberInputs(
+        batch["num_mask"], batch["num_digits"], batch["num_sign"], batch["num_values"], bool(batch["num_mask"].any())
+    )
+    with torch.no_grad():
+        want = model(**batch)
+        with runtime.hooks(capture_hidden=True), runtime.step({"input": side}, current="input") as buffer:
+            got = runtime.inner(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+            hidden = buffer.hidden
+        # without the number inputs the [NUM] rows get no features: the logits must differ
+        with runtime.hooks(capture_hidden=False), runtime.step({}, current="input"):
+            bare = runtime.inner(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+    torch.testing.assert_close(got.logits, want.logits, rtol=0, atol=0)
+    assert hidden is not None and hidden.shape[:2] == batch["input_ids"].shape
+    assert not torch.equal(bare.logits, want.logits)
+    with model.disable_adapter():
+        disabled = model.base_model.number_runtime()
+        assert disabled.modules is None and not disabled.has_head
+        with torch.no_grad(), disabled.hooks(capture_hidden=True):
+            base_logits = disabled.inner(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    assert not torch.equal(base_logits, want.logits)
+
+
+def test_number_runtime_needs_a_bound_adapter():
+    from peft import LoraConfig
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from numadapter.tuner.model import NumberAdapterModel
+
+    base = LlamaForCausalLM(LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                        num_attention_heads=2, num_key_value_heads=2))  # fmt: skip
+    lora = LoraModel(base, LoraConfig(r=2, target_modules=["q_proj"]), "default")
+    assert not isinstance(lora, NumberAdapterModel)
+    with pytest.raises(ValueError, match="has no numadapter adapter yet: build it with numadapter.get_peft_model"):
+        NumberAdapterModel.number_runtime(lora)

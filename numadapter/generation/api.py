@@ -42,6 +42,7 @@ from numadapter.generation.stopping import RowTracker
 from numadapter.numbers import ExactNumber, find_numbers
 from numadapter.tokenization import NumberTokenizer
 from numadapter.tuner.patches import base_weight
+from numadapter.zero import full_shape
 
 OUT_OF_RANGE_CHOICES = ("stop", "error")
 
@@ -76,22 +77,11 @@ def adapter_parts(model: Any) -> AdapterParts:
             f"PeftModel.from_pretrained from a numadapter adapter), got {type(model).__name__}. For a model without a "
             "number adapter use model.generate."
         )
-    adapter = tuner._number_adapter()
-    name = adapter if adapter is not None else model.active_adapter
-    config = tuner.peft_config[name]
-    modules = tuner.number_modules[adapter] if adapter is not None else None
+    runtime = tuner.number_runtime()
+    modules, config = runtime.modules, runtime.config
     marker = modules.marker_token_id if modules is not None else None
     num_id = config.num_token_id if config.encoding in ("fone", "xval") and modules is not None else None
-    return AdapterParts(
-        model=model,
-        inner=tuner.model,
-        config=config,
-        modules=modules,
-        arch=tuner._binding["arch"],
-        buffer=tuner._buffer,
-        marker=marker,
-        num_token_id=num_id,
-    )
+    return AdapterParts(model=model, runtime=runtime, marker=marker, num_token_id=num_id)
 
 
 def _check_tokenizer(ntok: Any, parts: AdapterParts) -> None:
@@ -126,7 +116,7 @@ def _token_ids(value: int | Sequence[int] | None, name: str, vocab: int) -> list
 
 
 def _special_ids(parts: AdapterParts, ntok: NumberTokenizer, eos_token_id: int | Sequence[int] | None):
-    vocab = base_weight(parts.inner.get_output_embeddings()).shape[0]
+    vocab = full_shape(base_weight(parts.inner.get_output_embeddings()))[0]
     if eos_token_id is None:
         eos = parts.inner.generation_config.eos_token_id
         if eos is None:

@@ -7,7 +7,7 @@
    with ``position_ids = cumsum(attention_mask) - 1`` (0 on padding) and ``logits_to_keep=1``, as transformers does.
    T5: the encoder once, and the first decoder step from ``decoder_start_token_id``.
 2. **Steps** (cached): one new token per sequence through the transformers model inside the PEFT model, with the
-   adapter's own hooks (`numadapter.tuner.hooks.number_hooks`, installed once for the whole loop) and its side buffer
+   adapter's own hooks (`NumberRuntime.hooks`, installed once for the whole loop) and its side buffer
    armed per step with the number row of the fed token: when a row's token is [NUM], its side row carries the
    number head's prediction from the step that chose it (`readout`), on the decoder side for T5. This skips the
    public forward's per-call validation (one host sync each) because the loop builds these tensors itself.
@@ -36,10 +36,10 @@ from numadapter.generation.readout import NumberReader
 from numadapter.generation.sampling import TokenChooser
 from numadapter.generation.stopping import RowTracker
 from numadapter.numbers import NumberOutOfRangeError
-from numadapter.tuner.hooks import number_hooks
 from numadapter.tuner.number_modules import NumberModules
 from numadapter.tuner.patches import Architecture, output_module
-from numadapter.tuner.side_buffer import NumberInputs, SideBuffer
+from numadapter.tuner.runtime import NumberRuntime
+from numadapter.tuner.side_buffer import NumberInputs
 
 FIELDS = ("mask", "digits", "sign", "values")
 
@@ -50,23 +50,36 @@ class AdapterParts:
 
     Attributes:
         model: the ``peft.PeftModel`` (public forward: prefill and the uncached path).
-        inner: the transformers model inside it (LoRA layers injected; the cached steps call it directly).
-        config: the active adapter's `NumberAdapterConfig`.
-        modules: the active adapter's `NumberModules`, or None when the adapters are disabled.
-        arch: the architecture (causal or encoder-decoder).
-        buffer: the tuner's side buffer.
+        runtime: the tuner's `NumberRuntime` (the transformers model, the number modules, hooks and side buffer
+            for the cached steps, which call the transformers model directly).
         marker: the id whose rows carry number tensors ([NUM] or [AGG]), or None.
         num_token_id: the [NUM] id when numbers are generated as [NUM] (fone / xval), else None.
     """
 
     model: torch.nn.Module
-    inner: torch.nn.Module
-    config: NumberAdapterConfig
-    modules: NumberModules | None
-    arch: Architecture
-    buffer: SideBuffer
+    runtime: NumberRuntime
     marker: int | None
     num_token_id: int | None
+
+    @property
+    def inner(self) -> torch.nn.Module:
+        """The transformers model inside the PEFT model (LoRA layers injected)."""
+        return self.runtime.inner
+
+    @property
+    def config(self) -> NumberAdapterConfig:
+        """The active adapter's `NumberAdapterConfig`."""
+        return self.runtime.config
+
+    @property
+    def modules(self) -> NumberModules | None:
+        """The active adapter's `NumberModules`, or None when the adapters are disabled."""
+        return self.runtime.modules
+
+    @property
+    def arch(self) -> Architecture:
+        """The architecture (causal or encoder-decoder)."""
+        return self.runtime.arch
 
     @property
     def device(self) -> torch.device:
@@ -99,7 +112,7 @@ class _Session:
         self.batch = batch
         self.stack = stack
         self.hooked = False
-        self.with_head = parts.modules is not None and parts.modules.head is not None
+        self.with_head = parts.runtime.has_head
 
     def _public(self, **kwargs) -> tuple[Step, Any]:
         """The public forward of the PEFT model (validates the number tensors); captures the LM-head input.
@@ -126,12 +139,10 @@ class _Session:
         if parts.modules is None:  # adapters disabled: the base model (LoRA off), no number modules
             return Step(parts.inner(**kwargs).logits[:, -1], None)
         if not self.hooked:
-            self.stack.enter_context(
-                number_hooks(parts.inner, parts.arch, parts.buffer, parts.modules, self.with_head, None, False)
-            )
+            self.stack.enter_context(parts.runtime.hooks(capture_hidden=self.with_head))
             self.hooked = True
         sides = {side_name: side} if side is not None else {}
-        with parts.buffer.arm(sides, current) as buffer:
+        with parts.runtime.step(sides, current) as buffer:
             out = parts.inner(**kwargs)
             hidden = buffer.hidden
         return Step(out.logits[:, -1], hidden)

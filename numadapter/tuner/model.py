@@ -38,6 +38,7 @@ from numadapter.tuner.patches import (
     resize_embeddings,
     tied_group,
 )
+from numadapter.tuner.runtime import NumberRuntime
 from numadapter.tuner.side_buffer import SideBuffer
 from numadapter.tuner.token_rows import initial_rows, wrap_number_rows, zero_rows
 from numadapter.zero import matrix_shape
@@ -254,6 +255,25 @@ class NumberAdapterModel(LoraModel):
                 f"numadapter runs one number adapter at a time, active: {active}; call set_adapter(name)."
             )
         return active[0] if active else None
+
+    def number_runtime(self) -> NumberRuntime:
+        """The active number adapter's parts for step-by-step execution (a decode loop): see `runtime`.
+
+        Raises:
+            ValueError: when no adapter has been bound yet or several number adapters are active.
+        """
+        if self.__dict__.get("_binding") is None or NUMBER_MODULES not in self._modules:
+            raise ValueError("this model has no numadapter adapter yet: build it with numadapter.get_peft_model.")
+        adapter = self._number_adapter()
+        name = adapter if adapter is not None else self.active_adapters[0]
+        return NumberRuntime(
+            adapter_name=adapter,
+            config=self.peft_config[name],
+            modules=self.number_modules[adapter] if adapter is not None else None,
+            inner=self.model,
+            arch=self._binding["arch"],
+            buffer=self._buffer,
+        )
 
     # -- forward ----------------------------------------------------------------------------------------------------
     def forward(self, *args, **kwargs):
