@@ -6,6 +6,9 @@ Subcommands:
     run        train and evaluate methods on a preset's tables (`eval_harness.presets`), one JSON per run, then
                the markdown report and PNG plots (`eval_harness.report`).
     report     rebuild the report from existing result files.
+    pretrain-base
+               pretrain a small base LM on generated text with numbers and save it (model + tokenizer) for the
+               adapter tables (``run --base DIR``), see `eval_harness.pretrain`.
 
 Heavy imports (torch, transformers, numadapter) happen inside the commands, so ``--help`` stays fast.
 """
@@ -102,7 +105,15 @@ def make_parser() -> argparse.ArgumentParser:
     run.add_argument("--n-test", type=int, default=None, help="test examples")
     run.add_argument("--n-valid", type=int, default=None, help="validation examples for the accuracy curve")
     run.add_argument("--eval-every", type=int, default=None, help="validate every N epochs (0: never)")
-    run.add_argument("--seed", type=int, default=None, help="seed of data, init and batch order (default: 0)")
+    run.add_argument(
+        "--seed", type=int, default=None, help="one seed of data, init and batch order (default: the tables' seeds)"
+    )
+    run.add_argument(
+        "--seeds",
+        type=_csv(int),
+        default=None,
+        help="several seeds, one run each, e.g. 0,1,2 (replaces the tables' seeds; the report adds mean ± std)",
+    )
     run.add_argument("--device", default=None, help="cpu, cuda, cuda:1, mps (default: the preset's)")
     run.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     run.add_argument("--base", default=None, help="pretrained base (path) for the adapter tables")
@@ -130,6 +141,28 @@ def make_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="rebuild report.md and the plots from result files")
     rep.add_argument("--results", type=Path, required=True, help="results directory (searched recursively)")
     rep.add_argument("--out", type=Path, default=None, help="markdown path (default: RESULTS/report.md)")
+
+    from .pretrain import DEFAULT
+
+    pre = sub.add_parser(
+        "pretrain-base",
+        help="pretrain a small base LM on generated text with numbers, for the adapter tables (--base DIR)",
+        description="Pretrain a small causal LM from scratch on generated text with numbers (numadapter's toy "
+        "corpus, counting, copying and comparing numbers; no arithmetic task) with numadapter's digit-wise toy "
+        "tokenizer, and save model and tokenizer with save_pretrained, so that `run --experiments adapter --base "
+        "DIR` fine-tunes adapters on it. Defaults: a base for the cpu-small adapter table, a few minutes on 2 cores.",
+    )
+    pre.add_argument("--out", type=Path, required=True, help="directory to write the base into")
+    pre.add_argument("--family", choices=["llama", "granite"], default=DEFAULT.family, help="model family")
+    pre.add_argument("--hidden", type=int, default=DEFAULT.hidden, help=f"hidden size (default {DEFAULT.hidden})")
+    pre.add_argument("--layers", type=int, default=DEFAULT.layers, help=f"layers (default {DEFAULT.layers})")
+    pre.add_argument("--heads", type=int, default=None, help="attention heads (default: hidden / 32, at least 2)")
+    pre.add_argument("--steps", type=int, default=DEFAULT.steps, help=f"optimizer steps (default {DEFAULT.steps})")
+    pre.add_argument(
+        "--batch-size", type=int, default=DEFAULT.batch_size, help=f"lines per step (default {DEFAULT.batch_size})"
+    )
+    pre.add_argument("--seed", type=int, default=0, help="seed of the text, the init and the batches (default 0)")
+    pre.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     return parser
 
 
@@ -190,8 +223,7 @@ def _run(args: argparse.Namespace, out: TextIO) -> None:
         model_sizes=args.model_sizes, steps=args.steps, base=args.base, lora=lora, skipped=skipped, task=args.task,
         epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, schedule=args.schedule, warmup=args.warmup,
         weight_decay=args.weight_decay, n_test=args.n_test, n_valid=args.n_valid, eval_every=args.eval_every,
-        seed=args.seed,
-        device=args.device or preset.device, threads=args.threads,
+        seed=args.seed, seeds=args.seeds, device=args.device or preset.device, threads=args.threads,
     )  # fmt: skip
     settings = _settings(args.number_settings)
     if settings:
@@ -219,6 +251,24 @@ def _run(args: argparse.Namespace, out: TextIO) -> None:
     out.write(f"report: {report}\n")
 
 
+def _pretrain(args: argparse.Namespace, out: TextIO) -> None:
+    from .pretrain import BaseSettings, pretrain_base
+
+    settings = BaseSettings(
+        family=args.family, hidden=args.hidden, layers=args.layers, heads=args.heads, steps=args.steps,
+        batch_size=args.batch_size,
+    )  # fmt: skip
+    info = pretrain_base(
+        args.out, settings, seed=args.seed, threads=args.threads, print_fn=lambda s: out.write(s + "\n")
+    )
+    probes = ", ".join(f"{skill} {100 * share:.0f}%" for skill, share in info["skills"].items())
+    out.write(
+        f"saved a {info['family']} base ({info['params'] / 1e6:.2f}M parameters, held-out loss "
+        f"{info['heldout_loss']:.3f}, probes answered: {probes}) to {args.out} in {info['seconds']:.0f} s; use it "
+        f"with: python -m eval_harness run --preset cpu-small --experiments adapter --base {args.out}\n"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (2 with a message on bad input)."""
     parser = make_parser()
@@ -234,6 +284,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .report import build_report
 
             sys.stdout.write(f"report: {build_report(args.results, args.out)}\n")
+        elif args.command == "pretrain-base":
+            _pretrain(args, sys.stdout)
     except (ValueError, TypeError) as err:
         parser.exit(2, f"error: {err}\n")
     return 0

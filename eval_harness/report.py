@@ -9,6 +9,11 @@ Time ratios (the FoNE paper's Table 1) are computed only between runs trained in
 epochs, so both sides of every ratio were measured under the same machine load. The reference is ``fone`` when
 present. Load averages (1 minute) during the epochs are printed next to the timings.
 
+Several seeds (`eval_harness.presets.Experiment.seeds`): runs that differ only in the seed are summarised by
+`aggregate` as mean +- sample standard deviation (n - 1 in the denominator) over the seeds of every metric of every
+test split, in a table above the per-seed rows; the plots show the mean with the standard deviation as error bars.
+Tasks with several test splits (e.g. NTL's interpolation "test" and "test_extrapolation") get a row per split.
+
 Plots need matplotlib (``pip install -c constraints.txt matplotlib``); without it the markdown is still written
 and the missing plots are named in it.
 """
@@ -26,6 +31,15 @@ from typing import Any
 from eval_harness.runner import RESULT_SCHEMA
 
 REFERENCE = "fone"
+METRICS = ("exact_match", "mae", "r2", "mape", "cer")
+# (column title, digits, scale) of each metric in the tables
+METRIC_COLUMNS = {
+    "exact_match": ("EM %", 2, 100.0),
+    "mae": ("MAE", 4, 1.0),
+    "r2": ("R^2", 4, 1.0),
+    "mape": ("MAPE %", 3, 1.0),
+    "cer": ("CER %", 2, 1.0),
+}
 
 
 def load_results(results_dir: str | Path) -> list[dict[str, Any]]:
@@ -55,9 +69,89 @@ def _fmt(value: Any, digits: int = 2, scale: float = 1.0) -> str:
     return f"{value * scale:,.{digits}f}"
 
 
-def _metric(r: dict[str, Any], name: str) -> float | None:
-    value = r["metrics"].get(name, {}).get("value")
-    return None if value is None else float(value)
+def _metric(r: dict[str, Any], name: str, split: str = "test") -> float | None:
+    metrics = r["metrics"] if split == "test" else r.get("extra_splits", {}).get(split, {}).get("metrics", {})
+    value = metrics.get(name, {}).get("value")
+    return None if value is None or not math.isfinite(float(value)) else float(value)
+
+
+def _splits(results: Sequence[dict[str, Any]]) -> list[str]:
+    """The split "test", then every extra test split of `results` in first-appearance order."""
+    out = ["test"]
+    for r in results:
+        out += [split for split in r.get("extra_splits", {}) if split not in out]
+    return out
+
+
+def _split_label(split: str, splits: Sequence[str]) -> str:
+    return "test (interpolation)" if split == "test" and "test_extrapolation" in splits else split
+
+
+def _mean_std(values: Sequence[float]) -> dict[str, Any]:
+    """``{"mean", "std", "n"}`` of `values` (std: sample standard deviation, None below 2 values)."""
+    if not values:
+        return {"mean": None, "std": None, "n": 0}
+    return {
+        "mean": statistics.fmean(values),
+        "std": statistics.stdev(values) if len(values) > 1 else None,
+        "n": len(values),
+    }
+
+
+def _cell_key(r: dict[str, Any]) -> tuple:
+    c = r["config"]
+    return (r["experiment"], r["regime"], c.get("model_size"), c.get("base"), c["train_size"], r["method"])
+
+
+def aggregate(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Mean and standard deviation over seeds of every metric of every test split, per table cell.
+
+    A cell is one (experiment, regime, model size, base, training size, method): runs in it differ only in the
+    seed. Values that are missing or not finite (e.g. R^2 of constant targets) are left out of that metric's mean
+    and counted out of its ``n``.
+
+    Args:
+        results: result dicts (`load_results`).
+
+    Returns:
+        One dict per cell, in first-appearance order: ``experiment``, ``method``, ``train_size``, ``model_size``,
+        ``regime``, ``seeds`` (sorted), ``params`` (total parameters of the first run),
+        ``metrics`` (``{split: {metric: {"mean", "std", "n"}}}``, splits "test" then the extra ones), and
+        ``train_s`` (``{"mean", "std", "n"}`` of the training seconds).
+    """
+    cells: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    for r in results:
+        cells[_cell_key(r)].append(r)
+    out = []
+    for members in cells.values():
+        first = members[0]
+        metrics = {}
+        for split in _splits(members):
+            metrics[split] = {}
+            for name in METRICS:
+                values = [v for r in members if (v := _metric(r, name, split)) is not None]
+                metrics[split][name] = _mean_std(values)
+        out.append(
+            {
+                "experiment": first["experiment"],
+                "method": first["method"],
+                "train_size": first["config"]["train_size"],
+                "model_size": first["config"].get("model_size"),
+                "regime": first["regime"],
+                "seeds": sorted(r["seed"] for r in members),
+                "params": first["model"]["params"]["total"] if "model" in first else None,
+                "metrics": metrics,
+                "train_s": _mean_std([float(r["timing"]["train_s"]) for r in members if "timing" in r]),
+            }
+        )
+    return out
+
+
+def _fmt_mean_std(stats: dict[str, Any], digits: int, scale: float) -> str:
+    text = _fmt(stats["mean"], digits, scale)
+    if stats["std"] is not None:
+        text += " ± " + _fmt(stats["std"], digits, scale)
+    return text
 
 
 def _model_label(r: dict[str, Any]) -> str:
@@ -65,6 +159,47 @@ def _model_label(r: dict[str, Any]) -> str:
         return "LoRA on base"
     params = r["model"]["params"]["total"]
     return f"{r['config']['model_size']} ({params / 1e6:.2f}M)"
+
+
+def _aggregate_table(cells: list[dict[str, Any]]) -> list[str]:
+    """Markdown rows of mean ± std over seeds, one row per cell and test split."""
+    names = [METRIC_COLUMNS[m][0] for m in METRICS]
+    header = "| method | train size | model (params) | split | seeds | " + " | ".join(names) + " | train s |"
+    lines = [header, "|" + "---|" * (header.count("|") - 1)]
+    for cell in cells:
+        if cell["regime"] == "adapter":
+            model = "LoRA on base"
+        else:
+            model = f"{cell['model_size']} ({(cell['params'] or 0) / 1e6:.2f}M)"
+        splits = list(cell["metrics"])
+        for split, metrics in cell["metrics"].items():
+            row = [cell["method"], f"{cell['train_size']:,}", model, _split_label(split, splits)]
+            row.append(", ".join(str(seed) for seed in cell["seeds"]))
+            row += [_fmt_mean_std(metrics[m], METRIC_COLUMNS[m][1], METRIC_COLUMNS[m][2]) for m in METRICS]
+            row.append(_fmt_mean_std(cell["train_s"], 1, 1.0))
+            lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
+def _splits_table(results: list[dict[str, Any]]) -> list[str]:
+    """Markdown rows of every metric per run and test split (tables whose task has several test splits)."""
+    names = [METRIC_COLUMNS[m][0] for m in METRICS]
+    header = "| method | train size | model (params) | seed | split | n | " + " | ".join(names) + " |"
+    lines = [header, "|" + "---|" * (header.count("|") - 1)]
+    splits = _splits(results)
+    for r in results:
+        for split in splits:
+            if split == "test":
+                n = r["data"]["n_test"]
+            elif split in r.get("extra_splits", {}):
+                n = r["extra_splits"][split]["n_test"]
+            else:
+                continue
+            row = [r["method"], f"{r['config']['train_size']:,}", _model_label(r), str(r["seed"])]
+            row += [_split_label(split, splits), f"{n:,}"]
+            row += [_fmt(_metric(r, m, split), METRIC_COLUMNS[m][1], METRIC_COLUMNS[m][2]) for m in METRICS]
+            lines.append("| " + " | ".join(row) + " |")
+    return lines
 
 
 def _group_key(r: dict[str, Any]) -> tuple:
@@ -95,8 +230,9 @@ def paired_ratios(results: Sequence[dict[str, Any]], reference: str = REFERENCE)
 
 
 HEADER = (
-    "| method | train size | model (params) | EM % | MAE | R^2 | MAPE % | CER % | tokens/number | max-number tokens "
-    "| seq len | epoch s (median) | train s | train ex/s | test s | test ex/s | epoch time / FoNE | test time / FoNE |"
+    "| method | train size | model (params) | seed | EM % | MAE | R^2 | MAPE % | CER % | tokens/number "
+    "| max-number tokens | seq len | epoch s (median) | train s | train ex/s | test s | test ex/s "
+    "| epoch time / FoNE | test time / FoNE |"
 )
 
 
@@ -117,6 +253,7 @@ def _table(results: list[dict[str, Any]]) -> list[str]:
                         r["method"],
                         f"{r['config']['train_size']:,}",
                         _model_label(r),
+                        str(r["seed"]),
                         _fmt(_metric(r, "exact_match"), 2, 100.0),
                         _fmt(_metric(r, "mae"), 4),
                         _fmt(_metric(r, "r2"), 4),
@@ -146,10 +283,14 @@ def _setup_line(results: list[dict[str, Any]]) -> str:
     load = f"{min(loads):.2f}-{max(loads):.2f}" if loads else "n/a"
     lrs = sorted({f"{res['method']}={res['config']['lr']:g}" for res in results})
     lr_text = f"{c['lr']:g}" if len({res["config"]["lr"] for res in results}) == 1 else ", ".join(lrs)
+    seeds = sorted({res["seed"] for res in results})
+    seed_text = f"seed {seeds[0]}" if len(seeds) == 1 else f"seeds {', '.join(map(str, seeds))}"
+    extra = _splits(results)[1:]
+    extra_text = f" per split (splits: test, {', '.join(extra)})" if extra else ""
     return (
         f"task `{r['task']}`, regime {r['regime']}, {c['epochs']} epochs, batch {c['batch_size']}, lr {lr_text} "
-        f"({c['schedule']}, warmup {c['warmup']:g}), weight decay {c['weight_decay']:g}, seed {r['seed']}, "
-        f"{r['data']['n_test']:,} test examples; device {env['device']} ({env.get('device_name', '')}), "
+        f"({c['schedule']}, warmup {c['warmup']:g}), weight decay {c['weight_decay']:g}, {seed_text}, "
+        f"{r['data']['n_test']:,} test examples{extra_text}; device {env['device']} ({env.get('device_name', '')}), "
         f"{env['torch_threads']} torch threads, load average (1 min) during epochs {load}; "
         f"prediction: {'; '.join(sorted({res['method'] + ': ' + res['prediction_path'] for res in results}))}."
     )
@@ -163,7 +304,7 @@ def _plot(results: list[dict[str, Any]], axis: str, path: Path, title: str) -> b
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    series: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
+    series: dict[tuple, dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in results:
         c = r["config"]
         if axis == "train_size":
@@ -172,12 +313,19 @@ def _plot(results: list[dict[str, Any]], axis: str, path: Path, title: str) -> b
             key, x = (r["method"], c["train_size"]), r["model"]["params"]["total"] / 1e6
         em = _metric(r, "exact_match")
         if em is not None:
-            series[key].append((x, 100.0 * em))
+            series[key][x].append(100.0 * em)  # one value per seed
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=120)
-    for (method, other), points in sorted(series.items(), key=lambda kv: str(kv[0])):
-        points.sort()
+    for (method, other), by_x in sorted(series.items(), key=lambda kv: str(kv[0])):
+        xs = sorted(by_x)
+        stats = [_mean_std(by_x[x]) for x in xs]
         label = f"{method} (model {other})" if axis == "train_size" else f"{method} (n={other:,})"
-        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
+        if any(st["std"] is not None for st in stats):
+            errors = [st["std"] or 0.0 for st in stats]
+            seeds = max(st["n"] for st in stats)
+            ax.errorbar(xs, [st["mean"] for st in stats], yerr=errors, marker="o", capsize=3,
+                        label=f"{label}, mean ± std of {seeds} seeds")  # fmt: skip
+        else:
+            ax.plot(xs, [st["mean"] for st in stats], marker="o", label=label)
     if axis == "train_size":
         ax.set_xscale("log", base=2)
         ax.set_xlabel("training examples")
@@ -225,7 +373,13 @@ def build_report(results_dir: str | Path, out: str | Path | None = None) -> Path
     )
     for name, members in by_experiment.items():
         lines += ["", f"## {name}", "", _setup_line(members), ""]
+        seeds = sorted({r["seed"] for r in members})
+        if len(seeds) > 1:
+            lines += [f"Mean ± standard deviation over seeds {', '.join(map(str, seeds))} (sample std):", ""]
+            lines += _aggregate_table(aggregate(members)) + ["", "Per seed:", ""]
         lines += _table(members)
+        if len(_splits(members)) > 1:
+            lines += ["", "Every test split, per seed:", ""] + _splits_table(members)
         for axis, label in (("train_size", "training-data size"), ("model_size", "model size")):
             values = {
                 r["config"]["train_size"] if axis == "train_size" else r["config"].get("model_size") for r in members
@@ -241,4 +395,4 @@ def build_report(results_dir: str | Path, out: str | Path | None = None) -> Path
     return out
 
 
-__all__ = ["build_report", "load_results", "paired_ratios"]
+__all__ = ["aggregate", "build_report", "load_results", "paired_ratios"]

@@ -16,7 +16,10 @@ before each clock read. Test time covers prediction over the test split (see `ev
 Each result file (``<out>/<experiment>/<method>-n<train>-m<size>-s<seed>.json``) holds the full configuration and
 seed, the method, parameter counts, data statistics (tokens per number, sequence lengths), the metrics of
 `eval_harness.metrics` (exact match, MAE, R^2, MAPE, CER), timings, the loss / validation curve, sample predictions,
-and the environment (versions, device, threads, load average).
+and the environment (versions, device, threads, load average). ``metrics`` are those of the "test" split; a task
+with further test splits (named ``test_*``, e.g. the NTL tasks' "test_extrapolation" next to their interpolation
+"test") gets them under ``extra_splits[<split>]`` (``n_test``, ``metrics``, ``test_s``, ``samples``), each with
+`RunSpec.n_test` examples.
 """
 
 from __future__ import annotations
@@ -63,7 +66,7 @@ class RunSpec:
         regime: "scratch" or "adapter".
         model_size: FoNE Table 6 size 1-6 (scratch).
         base: path of the pretrained base (adapter).
-        n_test: test examples.
+        n_test: test examples (of each test split).
         n_valid: validation examples for the curve (0: none).
         eval_every: validate every this many epochs (0: never).
         epochs: passes over the training set.
@@ -300,7 +303,8 @@ def _valid_point(run: _Run, valid: tuple[EncodedSet, list[Example]] | None, epoc
 
 
 def _max_new_tokens(train: EncodedSet) -> int:
-    """Decode budget: the longest training answer (eos included) plus 2."""
+    """Decode budget: the longest answer of `train` (eos included) plus 2 (test splits: the larger of the training
+    set's and their own)."""
     return int((train.lengths - train.prompt_lengths).max()) + 2
 
 
@@ -338,7 +342,9 @@ def run_group(
     train_examples = task.generate("train", first.train_size, seed=first.seed)
     test_examples = task.generate("test", first.n_test, seed=first.seed)
     valid_examples = task.generate("valid", first.n_valid, seed=first.seed) if first.n_valid else []
-    places = number_places(list(train_examples) + list(test_examples) + list(valid_examples))
+    extra_tests = {split: task.generate(split, first.n_test, seed=first.seed) for split in extra_test_splits(task)}
+    everything = list(train_examples) + list(test_examples) + list(valid_examples)
+    places = number_places(everything + [e for examples in extra_tests.values() for e in examples])
     xval_values = [abs(M.target_value(text) or 0) for text in numbers_of(train_examples)]
     own_tmp = None
     if workdir is None:
@@ -369,16 +375,20 @@ def run_group(
                 run.curve.append(_valid_point(run, extra[index]["valid"], epoch))
         results = []
         for run in runs:
-            results.append(_evaluate(run, test_examples, places, lockstep, load_start))
+            results.append(_evaluate(run, test_examples, places, lockstep, load_start, extra_tests))
         for result in results:
             path = Path(out_dir) / result["experiment"] / f"{result['run_id']}.json"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(_clean(result), indent=2, allow_nan=False) + "\n", encoding="utf-8")
             timing, em = result["timing"], result["metrics"]["exact_match"]["value"]
+            extra = "".join(
+                f"  {split} EM {100 * part['metrics']['exact_match']['value']:6.2f}%"
+                for split, part in result["extra_splits"].items()
+            )
             log(
                 f"{result['experiment']:>12} {result['method']:<20} n={result['config']['train_size']:<7} "
-                f"EM {100 * em:6.2f}%  epoch {timing['epoch_s_median']:.2f}s  test {timing['test_s']:.1f}s  "
-                f"-> {path}"
+                f"s={result['seed']} EM {100 * em:6.2f}%{extra}  epoch {timing['epoch_s_median']:.2f}s  "
+                f"test {timing['test_s']:.1f}s  -> {path}"
             )
         return results
     finally:
@@ -386,19 +396,50 @@ def run_group(
             own_tmp.cleanup()
 
 
-def _evaluate(
-    run: _Run, test_examples: Sequence[Example], places: tuple[int, int], lockstep: list[str], load_start
-) -> dict[str, Any]:
+def extra_test_splits(task: Any) -> list[str]:
+    """The task's test splits besides "test" (e.g. NTL's "test_extrapolation"), in the task's order."""
+    return [split for split in task.splits if split.startswith("test_")]
+
+
+def _predict_split(run: _Run, examples: Sequence[Example], split: str) -> tuple[Predictions, float]:
+    """Predictions of the trained run on one test split, and the seconds prediction took."""
     spec, built = run.spec, run.built
-    encoded = built.codec.encode(test_examples, desc=f"encode test ({spec.method})")
+    encoded = built.codec.encode(examples, desc=f"encode {split} ({spec.method})")
     _sync(spec.device)
     start = time.perf_counter()
+    # a budget, not a hint: long enough for the split's longest answer too (extrapolation answers are longer)
+    budget = max(_max_new_tokens(run.train), _max_new_tokens(encoded))
     preds = predict(
-        run.method, built, encoded, [e.target for e in test_examples],
-        batch_size=spec.eval_batch_size, device=spec.device, max_new_tokens=_max_new_tokens(run.train),
+        run.method, built, encoded, [e.target for e in examples],
+        batch_size=spec.eval_batch_size, device=spec.device, max_new_tokens=budget,
     )  # fmt: skip
     _sync(spec.device)
-    test_s = time.perf_counter() - start
+    return preds, time.perf_counter() - start
+
+
+def _samples(examples: Sequence[Example], preds: Predictions) -> list[dict[str, str]]:
+    return [{"prompt": e.prompt, "target": e.target, "prediction": p} for e, p in zip(examples[:8], preds.texts[:8])]
+
+
+def _evaluate(
+    run: _Run,
+    test_examples: Sequence[Example],
+    places: tuple[int, int],
+    lockstep: list[str],
+    load_start,
+    extra_tests: dict[str, Sequence[Example]] | None = None,
+) -> dict[str, Any]:
+    spec, built = run.spec, run.built
+    preds, test_s = _predict_split(run, test_examples, "test")
+    extra_splits = {}
+    for split, examples in (extra_tests or {}).items():
+        split_preds, split_s = _predict_split(run, examples, split)
+        extra_splits[split] = {
+            "n_test": len(examples),
+            "metrics": _metrics(split_preds, examples),
+            "test_s": split_s,
+            "samples": _samples(examples, split_preds),
+        }
     train_s = sum(run.epoch_s)
     train = run.train
     answer = train.lengths - train.prompt_lengths
@@ -426,6 +467,7 @@ def _evaluate(
             "train_tokens_per_epoch": int(train.lengths.sum()),
         },
         "metrics": _metrics(preds, test_examples),
+        "extra_splits": extra_splits,
         "prediction_path": preds.path,
         "timing": {
             "train_s": train_s,
@@ -440,10 +482,7 @@ def _evaluate(
             "lockstep_with": lockstep,
         },
         "curve": run.curve,
-        "samples": [
-            {"prompt": e.prompt, "target": e.target, "prediction": p}
-            for e, p in zip(test_examples[:8], preds.texts[:8])
-        ],
+        "samples": _samples(test_examples, preds),
         "environment": _environment(spec.device),
     }
 
@@ -488,4 +527,4 @@ def run_specs(
     return results
 
 
-__all__ = ["RunSpec", "group_specs", "lr_factor", "run_group", "run_specs"]
+__all__ = ["RunSpec", "extra_test_splits", "group_specs", "lr_factor", "run_group", "run_specs"]

@@ -116,30 +116,44 @@ TINY = TinySpec(hidden=32, layers=1, heads=2, pretrain_steps=4, finetune_steps=4
 REAL_MODEL = dict(learning_rate=2e-4, rank=16)  # a pretrained checkpoint: usual LoRA settings
 
 
-def build_tiny_base(path: str, spec: TinySpec, seed: int, print_fn: PrintFn) -> tuple[Any, Any]:
-    """Trains the toy tokenizer, pretrains a tiny Llama on `pretraining_text`, saves both to `path`.
+def build_tiny_base(path: str, spec: TinySpec, seed: int, print_fn: PrintFn, family: str = "llama") -> tuple[Any, Any]:
+    """Trains the toy tokenizer, pretrains a tiny Llama (or Granite) on `pretraining_text`, saves both to `path`.
+
+    Args:
+        path: the output directory (model and tokenizer, ``save_pretrained``).
+        spec: sizes and steps (``hidden``, ``layers``, ``heads``, ``pretrain_steps``, ``batch_size`` are used).
+        seed: seed of the init and the text.
+        print_fn: where the progress line goes.
+        family: ``"llama"`` or ``"granite"`` (Granite with its default multipliers of 1).
 
     Returns:
         ``(model, tokenizer)`` reloaded from `path` with ``from_pretrained``.
     """
     import torch
     from tqdm.auto import tqdm
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from transformers import AutoTokenizer, GraniteConfig, GraniteForCausalLM, LlamaConfig, LlamaForCausalLM
 
     from numadapter.toy import build_tokenizer, corpus
 
+    families = {
+        "llama": ("Llama", LlamaConfig, LlamaForCausalLM),
+        "granite": ("Granite", GraniteConfig, GraniteForCausalLM),
+    }
+    if family not in families:
+        raise ValueError(f"`family` must be one of {list(families)}, got {family!r}.")
+    label, config_class, model_class = families[family]
     tokenizer = build_tokenizer("digits", path)
     torch.manual_seed(seed)
-    config = LlamaConfig(
+    config = config_class(
         vocab_size=len(tokenizer), hidden_size=spec.hidden, intermediate_size=2 * spec.hidden,
         num_hidden_layers=spec.layers, num_attention_heads=spec.heads, num_key_value_heads=spec.heads,
         max_position_embeddings=128, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=False,
     )  # fmt: skip
-    model = LlamaForCausalLM(config)
+    model = model_class(config)
     params = sum(p.numel() for p in model.parameters())
     print_fn(
-        f"Pretraining a tiny Llama ({params / 1e6:.2f}M parameters, {spec.layers} layers, width {spec.hidden}) for "
+        f"Pretraining a tiny {label} ({params / 1e6:.2f}M parameters, {spec.layers} layers, width {spec.hidden}) for "
         f"{spec.pretrain_steps} steps on generated text with numbers (no addition):"
     )
     rng = random.Random(seed)
@@ -160,7 +174,7 @@ def build_tiny_base(path: str, spec: TinySpec, seed: int, print_fn: PrintFn) -> 
         optimizer.zero_grad()
         bar.set_postfix(loss=f"{loss.item():.3f}")
     model.save_pretrained(path)
-    return LlamaForCausalLM.from_pretrained(path, dtype=torch.float32), AutoTokenizer.from_pretrained(path)
+    return model_class.from_pretrained(path, dtype=torch.float32), AutoTokenizer.from_pretrained(path)
 
 
 @dataclass
