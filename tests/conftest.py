@@ -4,6 +4,15 @@ The tests run tiny models whose ops are far too small to split across threads; o
 threads spinning next to the work made whole files several times slower. One thread is faster and deterministic.
 """
 
+import pytest
 import torch
 
 torch.set_num_threads(1)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Each test module starts and ends with one thread, whatever code under test set in between."""
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(1)

@@ -17,16 +17,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COMMANDS = ("quickstart", "train", "eval", "export", "validate", "tour")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    datasets.disable_progress_bars()
-    yield
-    torch.set_num_threads(before)
-    datasets.enable_progress_bars()
-
-
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> Store:
     return Store(str(tmp_path_factory.mktemp("cli")))

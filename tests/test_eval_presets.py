@@ -17,15 +17,6 @@ from eval_harness.cli import main
 from eval_harness.presets import Experiment, expand, get_preset
 from eval_harness.report import aggregate, build_report
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 # -- seeds -----------------------------------------------------------------------------------------------------------
 
 

@@ -34,14 +34,6 @@ CELLS = [Case(f, e, (f, e) in TIED) for f in ("llama", "granite", "t5") for e in
 PROMPTS = ["The price is 12.5 dollars and", "What is 7 + 8 =", "hi"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> Store:
     return Store(str(tmp_path_factory.mktemp("export")))

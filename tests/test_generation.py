@@ -48,16 +48,6 @@ def store(tmp_path_factory) -> Store:
     return Store(str(tmp_path_factory.mktemp("generation")))
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One intra-op thread while this module runs (restored after): the tiny models gain nothing from more, and on a
-    busy machine the spin-waiting of idle OpenMP threads made this file ~10x slower."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def build(store, family: str, encoding: str, dtype: torch.dtype = torch.float32, **overrides):
     """A fresh number-adapter model (random LoRA, untied base) and its NumberTokenizer."""
     tokenizer = store.tokenizer(TOKENIZER_OF[family])

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import random
 import tempfile
-import warnings
 
 import datasets
 import pytest
@@ -19,18 +18,6 @@ from trl import SFTConfig, SFTTrainer
 from numadapter.callbacks import NumberLossCallback, ntl_loss_func
 
 DIGITS = "0123456789"
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    datasets.disable_progress_bars()
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*compute_loss_func.*deprecated", category=FutureWarning)
-        yield
-    torch.set_num_threads(before)
-    datasets.enable_progress_bars()
 
 
 @pytest.fixture(scope="module")

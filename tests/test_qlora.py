@@ -33,16 +33,6 @@ from numadapter.quantization import (  # noqa: E402
 ZERO3 = {"zero_optimization": {"stage": 3, "stage3_gather_16bit_weights_on_model_save": True}}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    datasets.disable_progress_bars()
-    yield
-    torch.set_num_threads(before)
-    datasets.enable_progress_bars()
-
-
 @pytest.fixture(scope="module")
 def paths(tmp_path_factory):
     import tiny

@@ -6,18 +6,9 @@ import os
 import re
 
 import pytest
-import torch
 
 from numadapter import cli
 from numadapter.quickstart import addition_examples, run_quickstart
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def test_addition_examples_are_exact_and_cover_the_digit_range():

@@ -33,17 +33,6 @@ ENCODING_SETTINGS = {
 }
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny matrices: one thread is ~20x faster than two competing ones on the 2-core test machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    datasets.disable_progress_bars()
-    yield
-    torch.set_num_threads(before)
-    datasets.enable_progress_bars()
-
-
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> Store:
     return Store(str(tmp_path_factory.mktemp("trainer")))
