@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import statistics
 import tempfile
 import time
 from typing import Any
 
 import torch
+
+from eval_harness.bench.common import write_json
 
 PROMPTS = [
     "Alice and Bob went to the store on a Monday and",
@@ -233,9 +234,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         )  # fmt: skip
         _print(result)
         results.append(result)
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(results, f, indent=2)
+    write_json(results, args.json)
     return results
 
 

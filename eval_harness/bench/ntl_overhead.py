@@ -14,7 +14,6 @@ Run: ``python -m eval_harness.bench.ntl_overhead [--repeats 15] [--step-repeats 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from collections.abc import Callable
@@ -22,6 +21,8 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+
+from eval_harness.bench.common import write_json
 
 NTL_WEIGHT = 0.3  # the paper's lambda (eq. 6)
 VARIANTS = ("ce", "fused_ce", "fused_ce_ntl", "ce_plus_ntl")
@@ -268,9 +269,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         device=args.device,
     )
     _print(result)
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(result, fh, indent=2)
+    write_json(result, args.json)
     return result
 
 

@@ -34,11 +34,12 @@ Run: ``python -m eval_harness.bench.table_tokens [--tables 200] [--seed 0] [--si
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import statistics
 import tempfile
 from typing import Any
+
+from eval_harness.bench.common import write_json
 
 SCHEMES = ("digits", "subword", "fone")
 PAPER_RATIO = 329.7 / 149.25  # FoNE paper, Sec. 4: digit-wise vs FoNE tokens per WikiTableQuestions table
@@ -249,9 +250,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         frac_digits=args.frac_digits,
     )
     _print(result)
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump(result, fh, indent=2)
+    write_json(result, args.json)
     return result
 
 

@@ -16,12 +16,12 @@ Run: ``python -m eval_harness.bench.tokenizer_speed [--encoding fone] [--texts 2
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import statistics
 import time
 from typing import Any
 
+from eval_harness.bench.common import write_json
 from numadapter.toy import WORDS, random_number
 
 
@@ -163,9 +163,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         tokenizer_path=args.tokenizer,
     )
     _print(result)
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(result, fh, indent=2)
+    write_json(result, args.json)
     return result
 
 

@@ -32,6 +32,8 @@ from typing import Any
 
 import torch
 
+from eval_harness.bench.common import write_json
+
 VARIANTS = ("lora", "lora_tokens", "numadapter")
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
@@ -226,9 +228,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             time_ratio, flop_ratio = result["ratio_to_lora"][name], result["flops_ratio_to_lora"][name]
             line += f"   time x{time_ratio:.3f}, FLOPs x{flop_ratio:.4f} vs lora (target for numadapter: <= 1.03)"
         print(line)
-    if args.json:
-        with open(args.json, "w") as handle:
-            json.dump(result, handle, indent=2)
+    write_json(result, args.json)
     return result
 
 

@@ -37,6 +37,8 @@ from typing import Any
 
 import torch
 
+from eval_harness.bench.common import write_json
+
 DEFAULT_METHODS = ("fone", "digits", "subword")
 
 
@@ -248,9 +250,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         warmup=args.warmup, seed=args.seed, device=args.device, threads=args.threads, clock=args.clock,
     )  # fmt: skip
     _print(result)
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump(result, fh, indent=2)
+    write_json(result, args.json)
     return result
 
 
