@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from eval_harness.runner import RESULT_SCHEMA
+from eval_harness.records import RESULT_SCHEMA
 
 REFERENCE = "fone"
 METRICS = ("exact_match", "mae", "r2", "mape", "cer")

@@ -16,10 +16,11 @@ before each clock read. Test time covers prediction over the test split (see `ev
 Each result file (``<out>/<experiment>/<method>-n<train>-m<size>-s<seed>.json``) holds the full configuration and
 seed, the method, parameter counts, data statistics (tokens per number, sequence lengths), the metrics of
 `eval_harness.metrics` (exact match, MAE, R^2, MAPE, CER), timings, the loss / validation curve, sample predictions,
-and the environment (versions, device, threads, load average). ``metrics`` are those of the "test" split; a task
-with further test splits (named ``test_*``, e.g. the NTL tasks' "test_extrapolation" next to their interpolation
-"test") gets them under ``extra_splits[<split>]`` (``n_test``, ``metrics``, ``test_s``, ``samples``), each with
-`RunSpec.n_test` examples.
+the first wrong predictions (``errors``, up to 50) and the environment (versions, device, threads, load average);
+`eval_harness.records` builds those parts. ``metrics`` are those of the "test" split; a task with further test splits
+(named ``test_*``, e.g. the NTL tasks' "test_extrapolation" next to their interpolation "test") gets them under
+``extra_splits[<split>]`` (``n_test``, ``metrics``, ``test_s``, ``samples``, ``errors``), each with `RunSpec.n_test`
+examples.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import platform
 import statistics
 import tempfile
 import time
@@ -40,16 +40,16 @@ import torch
 from tqdm.auto import tqdm
 
 from eval_harness import metrics as M
+from eval_harness import records as R
 from eval_harness.methods import Method, get_method
 from eval_harness.methods.encode import EncodedSet, number_places, numbers_of
 from eval_harness.methods.models import TABLE6, Built, LoraSettings, build
 from eval_harness.methods.predict import Predictions, predict
 from eval_harness.tasks import get_task
-from eval_harness.tasks.base import Example, canonical_number
+from eval_harness.tasks.base import Example
 
 SCHEDULES = ("cosine", "constant", "wsd")
 WSD_DECAY = 0.2  # "wsd": the last 20% of the steps decay linearly to 0
-RESULT_SCHEMA = "eval_harness.result/1"
 METRIC_NAMES = ("exact_match", "mae", "r2", "mape", "cer")
 
 
@@ -223,72 +223,6 @@ class _Run:
         self.load.append(os.getloadavg()[0])
 
 
-# -- data and metrics ------------------------------------------------------------------------------------------------
-
-
-def _number_stats(built: Built, examples: Sequence[Example]) -> dict[str, Any]:
-    numbers = numbers_of(examples)
-    largest = max(numbers, key=lambda text: M.target_value(text) or 0)
-    return {
-        "tokens_per_number": M.tokens_per_number(numbers, built.codec.number_tokens),
-        "max_number": largest,
-        "tokens_max_number": len(built.codec.number_tokens(largest)),
-    }
-
-
-def _metrics(predictions: Predictions, examples: Sequence[Example]) -> dict[str, dict[str, Any]]:
-    targets = [e.target for e in examples]
-    out: dict[str, dict[str, Any]] = {}
-    out["exact_match"] = M.exact_match(predictions.texts, targets).as_dict()
-    for name, fn in (("mae", M.mae), ("r2", M.r2), ("mape", M.mape)):
-        try:
-            out[name] = fn(predictions.values, targets).as_dict()
-        except ValueError as err:  # e.g. R^2 of constant targets, non-numeric targets
-            out[name] = {"name": name, "value": math.nan, "error": str(err)}
-    # CER on canonical number texts: digit errors, not formatting ("419.15" vs "419.150" is no error).
-    canonical_predictions = []
-    for text in predictions.texts:
-        parsed = M.parse_number(text)
-        if parsed is None:
-            canonical_predictions.append("")
-        elif -64 <= parsed.value.adjusted() <= 64:
-            canonical_predictions.append(canonical_number(parsed.value))
-        else:  # e.g. "5e999999": its canonical text would have a million digits; its surface form is the error
-            canonical_predictions.append(parsed.text)
-    canonical_targets = [canonical_number(v) if (v := M.target_value(t)) is not None else t for t in targets]
-    out["cer"] = M.cer(canonical_predictions, canonical_targets).as_dict()
-    return out
-
-
-def _environment(device: str) -> dict[str, Any]:
-    import peft
-    import transformers
-
-    env: dict[str, Any] = {
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "peft": peft.__version__,
-        "platform": platform.platform(),
-        "cpu_count": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "device": device,
-    }
-    if device.startswith("cuda") and torch.cuda.is_available():
-        env["device_name"] = torch.cuda.get_device_name(torch.device(device))
-    else:
-        env["device_name"] = platform.processor() or platform.machine()
-    try:
-        head = Path(__file__).resolve().parents[1] / ".git" / "HEAD"
-        ref = head.read_text().strip()
-        if ref.startswith("ref: "):
-            ref = (head.parent / ref[5:]).read_text().strip()
-        env["git_commit"] = ref
-    except OSError:
-        pass
-    return env
-
-
 def _valid_point(run: _Run, valid: tuple[EncodedSet, list[Example]] | None, epoch: int) -> dict[str, Any]:
     point: dict[str, Any] = {"epoch": epoch, "loss": run.losses[-1], "epoch_s": run.epoch_s[-1]}
     spec = run.spec
@@ -379,7 +313,7 @@ def run_group(
         for result in results:
             path = Path(out_dir) / result["experiment"] / f"{result['run_id']}.json"
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(_clean(result), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+            path.write_text(json.dumps(R.clean(result), indent=2, allow_nan=False) + "\n", encoding="utf-8")
             timing, em = result["timing"], result["metrics"]["exact_match"]["value"]
             extra = "".join(
                 f"  {split} EM {100 * part['metrics']['exact_match']['value']:6.2f}%"
@@ -417,10 +351,6 @@ def _predict_split(run: _Run, examples: Sequence[Example], split: str) -> tuple[
     return preds, time.perf_counter() - start
 
 
-def _samples(examples: Sequence[Example], preds: Predictions) -> list[dict[str, str]]:
-    return [{"prompt": e.prompt, "target": e.target, "prediction": p} for e, p in zip(examples[:8], preds.texts[:8])]
-
-
 def _evaluate(
     run: _Run,
     test_examples: Sequence[Example],
@@ -436,15 +366,16 @@ def _evaluate(
         split_preds, split_s = _predict_split(run, examples, split)
         extra_splits[split] = {
             "n_test": len(examples),
-            "metrics": _metrics(split_preds, examples),
+            "metrics": R.split_metrics(split_preds, examples),
             "test_s": split_s,
-            "samples": _samples(examples, split_preds),
+            "samples": R.samples(examples, split_preds),
+            "errors": R.errors(examples, split_preds),
         }
     train_s = sum(run.epoch_s)
     train = run.train
     answer = train.lengths - train.prompt_lengths
     return {
-        "schema": RESULT_SCHEMA,
+        "schema": R.RESULT_SCHEMA,
         "run_id": spec.run_id,
         "preset": spec.preset,
         "experiment": spec.experiment,
@@ -459,14 +390,14 @@ def _evaluate(
             "n_train": len(train),
             "n_test": len(test_examples),
             "number_places": list(places),
-            **_number_stats(built, test_examples[:2000]),
+            **R.number_stats(built, test_examples[:2000]),
             "seq_len_mean": float(train.lengths.float().mean()),
             "seq_len_max": int(train.lengths.max()),
             "prompt_len_mean": float(train.prompt_lengths.float().mean()),
             "answer_tokens_mean": float(answer.float().mean()),
             "train_tokens_per_epoch": int(train.lengths.sum()),
         },
-        "metrics": _metrics(preds, test_examples),
+        "metrics": R.split_metrics(preds, test_examples),
         "extra_splits": extra_splits,
         "prediction_path": preds.path,
         "timing": {
@@ -482,24 +413,10 @@ def _evaluate(
             "lockstep_with": lockstep,
         },
         "curve": run.curve,
-        "samples": _samples(test_examples, preds),
-        "environment": _environment(spec.device),
+        "samples": R.samples(test_examples, preds),
+        "errors": R.errors(test_examples, preds),
+        "environment": R.environment(spec.device),
     }
-
-
-def _clean(value: Any) -> Any:
-    """JSON-safe copy: non-finite floats become None (strict JSON has no NaN), tuples lists, objects dicts."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set)):
-        return [_clean(v) for v in value]
-    if value is None or isinstance(value, (str, int, bool)):
-        return value
-    if hasattr(value, "__dict__"):
-        return _clean(vars(value))
-    return str(value)
 
 
 def group_specs(specs: Sequence[RunSpec]) -> list[list[RunSpec]]:

@@ -313,11 +313,26 @@ def test_tiny_preset_writes_json_markdown_and_png(tmp_path, capsys):
     assert result["timing"]["lockstep_with"] == ["fone", "digits"]
     assert len(result["timing"]["epoch_s"]) == 1 and result["timing"]["test_s"] > 0
     assert result["model"]["params"]["total"] > 0 and result["environment"]["torch_threads"] == 1
+    em = result["metrics"]["exact_match"]
+    assert len(result["errors"]) == round(em["n_total"] * (1 - em["value"]))  # every wrong one (fewer than 50)
     report = (out / "report.md").read_text()
     assert "| method | train size |" in report and "| fone | 16 |" in report and "| digits | 32 |" in report
     png = out / "data_size_accuracy_vs_train_size.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "data_size_accuracy_vs_train_size.png" in report
+
+
+def test_errors_keep_the_first_wrong_predictions_in_test_order():
+    from eval_harness.methods.predict import Predictions
+    from eval_harness.records import errors
+    from eval_harness.tasks.base import Example
+
+    examples = [Example(prompt=f"{i}+1=", target=str(i + 1), answer=str(i + 1)) for i in range(6)]
+    texts = ["1", "3", "3.0", "x", "5", "7"]  # wrong: 1 ("3" for 2), 3 ("x" for 4), 5 ("7" for 6); "3.0" == 3
+    wrong = errors(examples, Predictions(texts, texts, "test"))
+    assert [e["prompt"] for e in wrong] == ["1+1=", "3+1=", "5+1="]
+    assert wrong[1] == {"prompt": "3+1=", "target": "4", "prediction": "x"}
+    assert [e["prompt"] for e in errors(examples, Predictions(texts, texts, "test"), limit=2)] == ["1+1=", "3+1="]
 
 
 def test_adapter_regime_runs_lora_and_fone_on_a_saved_base(tmp_path):
