@@ -259,6 +259,24 @@ def test_fone_head_prediction_path_is_exact_with_an_oracle_model(tmp_path_factor
     assert "digit head" in preds.path
 
 
+def test_head_path_falls_back_to_generation_loudly_when_an_answer_is_not_one_num(tmp_path_factory, monkeypatch):
+    from eval_harness.methods import predict as P
+
+    tokenizer = _tokenizer(tmp_path_factory)
+    codec, ntok, config = _fone_codec(tokenizer, int_digits=3)  # 3 integer places: "1024.5" stays text
+    examples = [Example("1.5+2.25=", "3.75", "3.75"), Example("999.5+25=", "1024.5", "1024.5")]
+    enc = codec.encode(examples)
+    assert P.single_number_rows(enc, ntok.num_token_id).tolist() == [True, False]
+    generated = []
+    monkeypatch.setattr(P, "_generate_numadapter", lambda built, prompts, *a: generated.extend(prompts) or ["0"] * 2)
+    built = Built(_OracleFoNE(config.int_digits, config.frac_digits), codec, ntok.tokenizer, ntok, config)
+    with pytest.warns(UserWarning, match=r"1 of 2 are not, first row 1: '1024.5'"):
+        preds = predict(get_method("fone"), built, enc, ["3.75", "1024.5"], batch_size=2, device="cpu",
+                        max_new_tokens=4)  # fmt: skip
+    assert generated == ["1.5+2.25=", "999.5+25="] and built.model.calls == 0
+    assert preds.path.startswith("numadapter.generation.generate") and "1 of 2 are not" in preds.path
+
+
 class _OracleGenerator(torch.nn.Module):
     """A stand-in for a causal LM's ``generate``: reads the (left-padded) prompt ids, writes the exact sum's tokens,
     then eos, then garbage that must be cut off by the caller."""

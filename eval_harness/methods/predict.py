@@ -5,7 +5,7 @@
   point 3) and the argmax digits are the answer (FoNE Definition 3.8), rendered exactly
   (`numadapter.encodings.fone.digits_to_strings`). This is what numadapter's decode loop computes for a generated
   [NUM]; it skips the step that picks the [NUM] token itself, so it is used only when every answer is a single [NUM]
-  (checked), otherwise the generate path runs.
+  (checked), otherwise the generate path runs, with a warning and the reason in `Predictions.path`.
 - xVal head (``xval_head``): the same position, the regression head's denormalised value.
 - ``generate``: greedy decoding (plain: ``model.generate``; numadapter: `numadapter.generation.generate`), the
   completion text is the prediction (its first number is the answer, `eval_harness.metrics.parse_number`).
@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 
@@ -78,13 +79,18 @@ def round_like(value: float, target: str) -> str:
     return canonical_number(exact)
 
 
-def single_number_answers(encoded: EncodedSet, num_token_id: int | None) -> bool:
-    """Whether every answer is exactly one [NUM] token followed by eos (so a head reads the whole answer)."""
+def single_number_rows(encoded: EncodedSet, num_token_id: int | None) -> torch.Tensor:
+    """bool ``[N]``: which answers are exactly one [NUM] token followed by eos (so a head reads the whole answer)."""
     if num_token_id is None:
-        return False
+        return torch.zeros(len(encoded), dtype=torch.bool)
     rows = torch.arange(len(encoded))
-    one_token = bool(((encoded.lengths - encoded.prompt_lengths) == 2).all())
-    return one_token and bool((encoded.input_ids[rows, encoded.prompt_lengths] == num_token_id).all())
+    one_token = (encoded.lengths - encoded.prompt_lengths) == 2  # (N,)
+    return one_token & (encoded.input_ids[rows, encoded.prompt_lengths] == num_token_id)
+
+
+def single_number_answers(encoded: EncodedSet, num_token_id: int | None) -> bool:
+    """Whether every answer is exactly one [NUM] token followed by eos (see `single_number_rows`)."""
+    return bool(single_number_rows(encoded, num_token_id).all())
 
 
 def _batches(n: int, batch_size: int, desc: str):
@@ -181,7 +187,20 @@ def predict(
     built.model.eval()
     try:
         num_id = built.number_tokenizer.num_token_id if built.number_tokenizer is not None else None
-        if method.prediction in ("fone_head", "xval_head") and single_number_answers(encoded, num_id):
+        head = method.prediction in ("fone_head", "xval_head")
+        reason = ""
+        if head:
+            single = single_number_rows(encoded, num_id)
+            if not bool(single.all()):
+                first = int((~single).nonzero()[0])
+                reason = (
+                    f" (the {method.prediction.replace('_', ' ')} path needs every answer to be one [NUM]; "
+                    f"{int((~single).sum())} of {len(single)} are not, first row {first}: {targets[first]!r}, e.g. "
+                    "text, several numbers, or a number outside the adapter's range (int_digits / frac_digits, "
+                    "xVal's scale and clip), which stays text)"
+                )
+                warnings.warn(f"{method.name}: predicting by generation instead of the head{reason}.", stacklevel=2)
+        if head and not reason:
             xval = method.prediction == "xval_head"
             raw = _head(built, encoded, batch_size, device, xval)
             if xval:
@@ -192,7 +211,7 @@ def predict(
             return Predictions(raw, list(raw), path)
         if method.backend == "numadapter":
             texts = _generate_numadapter(built, encoded.prompts, batch_size, max_new_tokens)
-            path = "numadapter.generation.generate, greedy, first number of the completion"
+            path = "numadapter.generation.generate, greedy, first number of the completion" + reason
         else:
             texts = _generate_plain(built, encoded, batch_size, device, max_new_tokens)
             path = "model.generate, greedy, first number of the completion"
