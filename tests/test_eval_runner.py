@@ -18,7 +18,7 @@ from eval_harness.cli import main
 from eval_harness.methods import METHODS, NTL_KINDS, Method, get_method
 from eval_harness.methods.encode import Codec, EncodedSet, _cat_ragged, number_places
 from eval_harness.methods.models import Built
-from eval_harness.methods.predict import fone_answers, predict, round_like, single_number_answers
+from eval_harness.methods.predict import fone_answers, predict, round_like, single_number_rows
 from eval_harness.presets import PRESETS, expand, get_preset
 from eval_harness.runner import RunSpec, lr_factor
 from eval_harness.tasks import get_task
@@ -165,7 +165,8 @@ def test_fone_codec_layout_is_prompt_then_one_num_then_eos(tmp_path_factory):
     assert enc.prompt_lengths.tolist() == [5, 5]
     assert enc.numbers["num_digits"][0, 5].tolist() == [0, 0, 0, 3, 5, 0, 0]  # 3.5 with m = 4, n = 3
     assert enc.numbers["num_digits"][1, 3].tolist() == [0, 0, 2, 0, 2, 5, 0]  # 20.25
-    assert single_number_answers(enc, num)
+    assert single_number_rows(enc, num).tolist() == [True, True]
+    assert single_number_rows(enc, None).tolist() == [False, False]  # no [NUM] token: no head path
     prompt = enc.prompt_batch(torch.tensor([1, 0]), "cpu")
     assert prompt["input_ids"].tolist() == [[bos, num, plus, num, eq]] * 2  # the answer [NUM] is gone
     assert prompt["num_mask"].tolist() == [[0, 1, 0, 1, 0]] * 2

@@ -88,11 +88,6 @@ def single_number_rows(encoded: EncodedSet, num_token_id: int | None) -> torch.T
     return one_token & (encoded.input_ids[rows, encoded.prompt_lengths] == num_token_id)
 
 
-def single_number_answers(encoded: EncodedSet, num_token_id: int | None) -> bool:
-    """Whether every answer is exactly one [NUM] token followed by eos (see `single_number_rows`)."""
-    return bool(single_number_rows(encoded, num_token_id).all())
-
-
 def _batches(n: int, batch_size: int, desc: str):
     return tqdm(range(0, n, batch_size), desc=desc, leave=False, unit="batch")
 
