@@ -99,7 +99,9 @@ def _run(command: list[str], out: Path) -> Path:
         raise AssertionError(f"{' '.join(command)} ran over {LAUNCH_TIMEOUT_S} s:\n{output[-4000:]}") from None
     if proc.returncode != 0:
         lines = output.splitlines()
-        errors = list(dict.fromkeys(line for line in lines if "Error:" in line))[:10]  # the exceptions, once each
+        # the exceptions and native aborts (a worker killed by SIGABRT prints no Python "Error:"), once each
+        markers = ("Error:", "terminate called", "what():", "Fatal Python error", "Aborted")
+        errors = list(dict.fromkeys(line for line in lines if any(m in line for m in markers)))[:10]
         tail = "\n".join(lines[-40:])
         raise AssertionError(
             f"{' '.join(command)} failed with exit code {proc.returncode}:\n" + "\n".join(errors) + f"\n...\n{tail}"
