@@ -50,7 +50,6 @@ from eval_harness.tasks.base import Example
 
 SCHEDULES = ("cosine", "constant", "wsd")
 WSD_DECAY = 0.2  # "wsd": the last 20% of the steps decay linearly to 0
-METRIC_NAMES = ("exact_match", "mae", "r2", "mape", "cer")
 
 
 @dataclass(frozen=True)

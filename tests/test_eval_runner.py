@@ -344,7 +344,6 @@ def test_tiny_preset_writes_json_markdown_and_png(tmp_path, capsys):
 def test_errors_keep_the_first_wrong_predictions_in_test_order():
     from eval_harness.methods.predict import Predictions
     from eval_harness.records import errors
-    from eval_harness.tasks.base import Example
 
     examples = [Example(prompt=f"{i}+1=", target=str(i + 1), answer=str(i + 1)) for i in range(6)]
     texts = ["1", "3", "3.0", "x", "5", "7"]  # wrong: 1 ("3" for 2), 3 ("x" for 4), 5 ("7" for 6); "3.0" == 3
