@@ -118,7 +118,11 @@ def make_config(case: Case, **overrides) -> NumberAdapterConfig:
 
 
 def build(store: Store, case: Case, dtype: torch.dtype | None = None, **overrides):
-    """A fresh (peft_model, number_tokenizer, config) for `case`."""
+    """A fresh (peft_model, number_tokenizer, config) for `case`.
+
+    Seeded: the new adapter weights (LoRA, [NUM] rows, number modules) do not depend on which tests ran before.
+    """
+    torch.manual_seed(0)
     tokenizer = store.tokenizer(TOKENIZER_OF[case.family])
     base = store.base(case.family, case.tie)
     if dtype is not None:
