@@ -173,6 +173,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (RecipeError, FileNotFoundError) as exc:  # bad input: the message says what to change; others: traceback
         print(f"numadapter {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        close_process_group()
+
+
+def close_process_group() -> None:
+    """Destroys the default process group if a launched command (torchrun / accelerate launch) initialised one.
+
+    Without it the gloo / DeepSpeed communicator threads are torn down by interpreter exit, in no set order; a
+    worker can then abort with ``terminate called without an active exception`` after its work is done.
+    """
+    if "torch.distributed" not in sys.modules:  # never imported: nothing to close, and no torch import for --help
+        return
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def _run(args: argparse.Namespace) -> int:

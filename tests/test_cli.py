@@ -238,3 +238,19 @@ def test_load_data_reads_local_files_directories_and_the_synthetic_task(tmp_path
     assert len(train) == 5 and len(held_out) == 3 and train[0] != held_out[0]
     a, b = (int(x) for x in train[0]["prompt"].removesuffix(" =").split(" + "))
     assert train[0]["completion"] == f" {a + b}" and 10 <= a < 100
+
+
+def test_close_process_group_destroys_an_initialised_group(tmp_path):
+    import torch.distributed as dist
+
+    from numadapter.cli import close_process_group
+
+    close_process_group()  # no group: nothing happens
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        assert dist.is_initialized()
+        close_process_group()
+        assert not dist.is_initialized()
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()

@@ -148,4 +148,9 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from numadapter.cli import close_process_group
+
+    try:
+        main()
+    finally:
+        close_process_group()
