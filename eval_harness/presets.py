@@ -188,8 +188,8 @@ CPU_SMALL = Preset(
     (
         Experiment(
             "data_size", "6-digit decimal addition: accuracy vs training-data size (FoNE Fig. 2a; Table 1 timings)",
-            DECIMAL_ADD, ("fone", "digits", "subword"), (3200, 6400), epochs=40, batch_size=64, lr=1e-3,
-            weight_decay=DATA_SIZE_WEIGHT_DECAY, plots=("train_size",),
+            DECIMAL_ADD, ("fone", "fone_feature", "digits", "subword"), (3200, 6400), epochs=40, batch_size=64,
+            lr=1e-3, weight_decay=DATA_SIZE_WEIGHT_DECAY, plots=("train_size",),
             note="From scratch, FoNE Table 6 model 4, every method with the same budget (40 epochs of 64, lr 1e-3 "
             "cosine, AdamW weight decay 0.1 on the weight matrices) on the same examples and batch order; run "
             "together, the methods train in lockstep and their epoch times are measured side by side.",

@@ -16,6 +16,7 @@ from peft import LoraConfig
 ENCODINGS = ("fone", "xval", "digits")
 FONE_PROJECTIONS = ("linear", "pad")
 FONE_HEAD_INPUTS = ("linear", "slice")
+FONE_HEAD_TARGETS = ("digit", "feature")
 SIGN_POLICIES = ("text", "feature")
 OUT_OF_RANGE_POLICIES = ("text", "error")
 XVAL_FORMS = ("auto", "affine", "multiplicative")
@@ -74,6 +75,13 @@ class NumberAdapterConfig(LoraConfig):
         fone_head_input (`str`, defaults to `"linear"`): `"linear"`: a learned projection of the hidden state
             gives one 2-vector per digit. `"slice"`: the first 2 * (int_digits + frac_digits) hidden dims are
             used directly, as in the paper.
+        fone_head_target (`str`, defaults to `"digit"`): where each digit 2-vector is trained to point.
+            `"digit"`: at its digit's direction phi(d, 10) (paper, Definition 3.7). `"feature"`: at the answer's
+            own FoNE feature for that place, phi(y, 10^(i+1)), which is the digit plus the lower digits read as a
+            fraction; it is read back lowest place first, subtracting the lower digits (carry-aware, like
+            `fone_decode`). The feature of a sum is a rotation of the operands' features, which a network
+            computes smoothly, whereas the paper's target jumps at every carry (19.999 must give tens digit 1,
+            not 2). Both targets use the same cross-entropy over the ten digits.
 
     xVal:
         xval_form (`str`, defaults to `"auto"`): `"multiplicative"`: e[NUM] * x (paper). `"affine"`:
@@ -159,6 +167,13 @@ class NumberAdapterConfig(LoraConfig):
             "choices": list(FONE_HEAD_INPUTS),
         },
     )
+    fone_head_target: Literal["digit", "feature"] = field(
+        default="digit",
+        metadata={
+            "help": "Digit 2-vectors point at the digit (paper) or at the answer's FoNE feature (carry-aware).",
+            "choices": list(FONE_HEAD_TARGETS),
+        },
+    )
     # -- xVal ----------------------------------------------------------------------------------------------------
     xval_form: Literal["auto", "affine", "multiplicative"] = field(
         default="auto",
@@ -222,6 +237,7 @@ class NumberAdapterConfig(LoraConfig):
         _choice("out_of_range", self.out_of_range, OUT_OF_RANGE_POLICIES)
         _choice("fone_projection", self.fone_projection, FONE_PROJECTIONS)
         _choice("fone_head_input", self.fone_head_input, FONE_HEAD_INPUTS)
+        _choice("fone_head_target", self.fone_head_target, FONE_HEAD_TARGETS)
         _choice("xval_form", self.xval_form, XVAL_FORMS)
         _choice("ntl_kind", self.ntl_kind, NTL_KINDS)
         for name, value, limit in (

@@ -177,3 +177,33 @@ def test_gradient_checkpointing_gives_the_same_gradients(store):
     assert set(got) == set(want)
     for name, grad in want.items():
         torch.testing.assert_close(got[name], grad)
+
+
+def test_fone_feature_target_loss_and_ntl_match_reference(store):
+    """fone_head_target="feature": place j's candidates are phi((c + f_j) / 10) with f_j the target's lower digits
+    as a fraction; the digit CE and FoNE-NTL score those logits (written out here from the head's projection)."""
+    case = Case("llama", "fone", tie=False)
+    model, ntok, config = build(store, case, fone_head_target="feature", ntl_weight=0.2, sign_policy="text")
+    batch = make_batch(case, ntok)
+    head = model.base_model.number_modules["default"].head
+    seen = []
+    handle = head.register_forward_hook(lambda module, args, output: seen.append(args[0].detach()))
+    out = model(**batch)
+    handle.remove()
+    hidden = seen[0]  # (B, T, H): the head's first call reads every position
+    shifted = batch["labels"][:, 1:]
+    count = (shifted != -100).sum()
+    b, t = (shifted == config.num_token_id).nonzero(as_tuple=True)
+    digits = batch["num_digits"][b, t + 1]  # (N, P), most significant first
+    pairs = F.linear(hidden[b, t], head.proj.weight, head.proj.bias).unflatten(-1, (-1, 2)).flip(-2)  # (N, P, 2)
+    places = digits.shape[-1]
+    lower = torch.zeros(digits.shape)
+    for j in range(places - 1):
+        lower[:, j] = sum(digits[:, k].float() * 10.0 ** (j - k) for k in range(j + 1, places))
+    angle = (torch.arange(10.0) + lower[..., None]) * (2 * torch.pi / 10)  # (N, P, 10)
+    logits = pairs[..., :1] * torch.cos(angle) + pairs[..., 1:] * torch.sin(angle)
+    ce = F.cross_entropy(logits.reshape(-1, 10), digits.reshape(-1), reduction="none").reshape(digits.shape)
+    torch.testing.assert_close(out.number_loss, ce.mean(-1).sum() / count, rtol=1e-5, atol=1e-6)
+    ntl = digit_ntl(logits, digits, "was", reduction="none").mean(-1).sum() / count
+    torch.testing.assert_close(out.ntl_loss, ntl, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(out.loss, out.lm_loss + out.number_loss + 0.2 * ntl)

@@ -167,3 +167,79 @@ def test_output_is_a_dataclass_with_optional_sign():
     out = DigitHeadOutput(digit_logits=torch.zeros(1, 2, 10))
     digits, sign = FoNEDigitHead(4, config(int_digits=1, frac_digits=1)).predict(out)
     assert digits.tolist() == [[0, 0]] and sign.tolist() == [1]
+
+
+# -- fone_head_target="feature": the answer's own FoNE feature, decoded lowest place first -------------------------
+def _feature_head(hidden_size: int = 14, **kwargs) -> FoNEDigitHead:
+    settings = {"int_digits": 4, "frac_digits": 3, "fone_head_input": "slice", "fone_head_target": "feature"}
+    return FoNEDigitHead(hidden_size, config(**{**settings, **kwargs}))
+
+
+def _rotated(features: torch.Tensor, degrees: float) -> torch.Tensor:
+    """Every (cos, sin) pair of `features` [N, 2P] turned by `degrees`."""
+    turn = math.radians(degrees)
+    rot = torch.tensor([[math.cos(turn), -math.sin(turn)], [math.sin(turn), math.cos(turn)]])
+    return (features.unflatten(-1, (-1, 2)) @ rot.T).flatten(-2)
+
+
+def test_feature_target_decodes_exact_features_across_carry_boundaries():
+    from numadapter.encodings.fone import fone_features
+
+    # 1519.999 is a sum the paper's target gets wrong: its features at period 100 point at 19.999 / 100, nearest to
+    # digit 2, while the tens digit is 1; the carry-aware read subtracts the lower digits' 0.9999 first
+    numbers = ["1519.999", "19.999", "20", "9999.999", "0.001", "1234.567", "0", "9.5"]
+    features = fone_features(numbers, 4, 3)  # (8, 14): pairs low place first, the head's slice layout
+    head = _feature_head()
+    paper = FoNEDigitHead(14, config(int_digits=4, frac_digits=3, fone_head_input="slice"))
+    for degrees in (0.0, 15.0, -15.0):  # a 15-degree error on every place: under half a digit (18 degrees)
+        out = head(_rotated(features, degrees))
+        assert out.pairs.shape == (8, 7, 2) and out.digit_logits.shape == (8, 7, 10)
+        digits, sign = head.predict(out)
+        assert head.to_strings(digits, sign, 4, 3) == numbers
+    digits, sign = paper.predict(paper(features))
+    assert paper.to_strings(digits, sign, 4, 3)[:2] == ["2520.009", "20.009"]  # rounds up at every place
+
+
+def test_feature_target_loss_uses_the_targets_lower_digits():
+    # P = 2 (ones, tenths); target 3.7: tenths' candidates are phi(j / 10), ones' are phi((j + 0.7) / 10)
+    head = _feature_head(4, int_digits=1, frac_digits=1)
+    hidden = torch.tensor([[0.4, -1.1, 0.8, 0.3]])  # tenths pair (0.4, -1.1), ones pair (0.8, 0.3)
+    out = head(hidden)
+    target = torch.tensor([[3, 7]])
+    ones = [0.8 * math.cos(TWO_PI * (j + 0.7) / 10) + 0.3 * math.sin(TWO_PI * (j + 0.7) / 10) for j in range(10)]
+    tenths = [0.4 * math.cos(TWO_PI * j / 10) - 1.1 * math.sin(TWO_PI * j / 10) for j in range(10)]
+    logits = head.target_logits(out, target)
+    assert torch.allclose(logits[0, 0], torch.tensor(ones), atol=1e-6)
+    assert torch.allclose(logits[0, 1], torch.tensor(tenths), atol=1e-6)
+    per_place = [F.cross_entropy(torch.tensor([row]), target[:, p]) for p, row in enumerate((ones, tenths))]
+    expected = (per_place[0] + per_place[1]) / 2
+    assert torch.allclose(head.loss(out, target), expected, atol=1e-6)
+    # prediction uses the decoded tenths digit instead: (0.4, -1.1) points at 290 degrees -> 8 (288), so the ones
+    # candidates shift by 0.8, not the target's 0.7
+    predicted_ones = [0.8 * math.cos(TWO_PI * (j + 0.8) / 10) + 0.3 * math.sin(TWO_PI * (j + 0.8) / 10)
+                      for j in range(10)]  # fmt: skip
+    assert torch.allclose(out.digit_logits[0, 0], torch.tensor(predicted_ones), atol=1e-6)
+    assert head.predict(out)[0].tolist() == [[0, 8]]  # (0.8, 0.3) at 20.6 degrees; nearest (0 + 0.8) / 10 turn = 28.8
+
+
+def test_feature_target_trains_to_exact_predictions():
+    torch.manual_seed(0)
+    head = _feature_head(48, int_digits=3, frac_digits=1, fone_head_input="linear", sign_policy="feature")
+    hidden = torch.randn(32, 48)
+    target = torch.randint(0, 10, (32, 4))
+    target_sign = torch.where(torch.rand(32) < 0.5, -1, 1)
+    optimizer = torch.optim.Adam(head.parameters(), lr=0.05)
+    for _ in range(200):
+        optimizer.zero_grad()
+        head.loss(head(hidden), target, target_sign).backward()
+        optimizer.step()
+    digits, sign = head.predict(head(hidden))
+    assert torch.equal(digits, target) and torch.equal(sign, target_sign)
+
+
+def test_feature_target_refuses_an_output_without_pairs():
+    head = _feature_head()
+    with pytest.raises(ValueError, match="pairs"):
+        head.loss(DigitHeadOutput(digit_logits=torch.zeros(1, 7, 10)), torch.zeros(1, 7, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"fone_head_target.*\['digit', 'feature'\].*'digits'"):
+        config(fone_head_target="digits")

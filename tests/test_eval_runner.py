@@ -51,7 +51,8 @@ def test_methods_registry_covers_the_issue_and_ntl_kinds_match_the_config():
     from numadapter.config import NTL_KINDS as CONFIG_KINDS
 
     assert NTL_KINDS == CONFIG_KINDS
-    expected = {"digits", "subword", "lora", "xval", "fone", "fone_ntl", "digits_agg", "digits_agg_aux"}
+    expected = {"digits", "subword", "lora", "xval", "fone", "fone_ntl", "fone_feature", "digits_agg"}
+    expected |= {"digits_agg_aux"}
     expected |= {f"digits_ntl_{k.replace('-', '_')}" for k in CONFIG_KINDS}
     assert set(METHODS) == expected
     assert get_method("fone").prediction == "fone_head"

@@ -132,6 +132,12 @@ def _methods() -> list[Method]:
             adapter={"encoding": "fone", "ntl_weight": NTL_WEIGHT, "ntl_kind": "was"},
             scratch_adapter=fone_scratch, prediction="fone_head", source="FoNE + NTL",
         ),
+        Method(
+            "fone_feature", "FoNE, carry-aware digit head: each digit 2-vector points at the answer's own Fourier "
+            "feature, read lowest place first (fone_head_target='feature')", "numadapter",
+            adapter={"encoding": "fone", "fone_head_target": "feature"}, scratch_adapter=fone_scratch,
+            prediction="fone_head", source="FoNE, numadapter's head target",
+        ),
     ]  # fmt: skip
     for kind in NTL_KINDS:
         methods.append(

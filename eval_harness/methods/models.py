@@ -257,7 +257,7 @@ def build(
         key: getattr(config, key)
         for key in (
             "encoding", "int_digits", "frac_digits", "aggregate", "sign_policy", "fone_projection",
-            "fone_head_input", "fone_bases", "xval_form", "xval_center", "xval_scale", "xval_clip",
+            "fone_head_input", "fone_head_target", "fone_bases", "xval_form", "xval_center", "xval_scale", "xval_clip",
             "number_loss_weight", "ntl_weight", "ntl_kind", "aggregate_loss_lambda", "r", "lora_alpha",
         )
     }  # fmt: skip

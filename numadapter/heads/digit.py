@@ -10,6 +10,17 @@ Implements Zhou et al., "FoNE: Precise Single-Token Number Embeddings via Fourie
 - Definition 3.8 / Algorithm 2: ``y_i = argmax_j logits[j]``; the number is the concatenation of the digits
   (Algorithm 3, ``FourierNumberFinalPrediction``).
 
+Target (config ``fone_head_target``)
+    ``"digit"`` (paper): the candidate directions of every place are the ten ``phi(j, 10)`` above, so pair ``i`` must
+    point at its own digit. ``"feature"``: the candidates of place ``i`` are ``phi((j + f_i) / 10, 1)``, where
+    ``f_i = 0.d_{i-1} d_{i-2} ...`` is the value of the lower digits as a fraction; the true candidate is then the
+    answer's exact FoNE feature ``phi(y, 10^(i+1))`` (``y mod 10^(i+1) = 10^i (d_i + f_i)``). Training uses the
+    target's lower digits for ``f_i`` (teacher forcing, `FoNEDigitHead.target_logits`); prediction decodes the
+    lowest place first and takes ``f_i`` from the digits already decoded (`FoNEDigitHead.forward`), the carry-aware
+    inversion of Lemmas 3.3 / 3.4 (`numadapter.encodings.fone.fone_decode`), which tolerates an angle error of half a
+    digit at every place. Why: the feature of ``a + b`` is the rotation of ``a``'s by ``b``'s, a smooth function of
+    the inputs, while the paper's digit jumps at every carry boundary (``19.999`` has tens digit 1, ``20.000`` 2).
+
 Layout
     The head forms ``2P`` numbers ``v`` (``P = m + n``): a learned projection ``H -> 2P``
     (``fone_head_input="linear"``, default) or the first ``2P`` hidden dims (``"slice"``, the paper's Figure 1(d)).
@@ -50,10 +61,13 @@ class DigitHeadOutput(NamedTuple):
     Attributes:
         digit_logits: float32 ``[N, P, 10]``, most significant place first; ``[..., j]`` scores digit ``j``.
         sign_logits: float32 ``[N, 2]`` (class 0: ``+``, class 1: ``-``), or None when the sign is text.
+        pairs: float32 ``[N, P, 2]`` the digit 2-vectors, most significant first, with
+            ``fone_head_target="feature"`` (its training logits depend on the target); None otherwise.
     """
 
     digit_logits: torch.Tensor
     sign_logits: torch.Tensor | None = None
+    pairs: torch.Tensor | None = None
 
 
 def digit_angles(device: torch.device | str | None = None) -> torch.Tensor:
@@ -62,12 +76,42 @@ def digit_angles(device: torch.device | str | None = None) -> torch.Tensor:
     return torch.stack((torch.cos(angle), torch.sin(angle)), dim=-1).to(torch.float32)  # (10, 2)
 
 
+def shifted_digit_logits(pairs: torch.Tensor, lower: torch.Tensor) -> torch.Tensor:
+    """Scores of the ten candidates ``phi((j + lower) / 10, 1)`` for every pair (``fone_head_target="feature"``).
+
+    Args:
+        pairs: float32 ``[..., 2]`` digit 2-vectors.
+        lower: float ``[...]`` the lower digits' value as a fraction in [0, 1) (0: the paper's ``phi(j, 10)``).
+
+    Returns:
+        float32 ``[..., 10]``: ``pairs . (cos, sin)(2*pi*(j + lower)/10)`` for ``j = 0 ... 9``.
+    """
+    steps = torch.arange(10, dtype=torch.float32, device=pairs.device)
+    angle = (steps + lower.float()[..., None]) * (2 * math.pi / 10)  # (..., 10)
+    return (pairs[..., None, :] * torch.stack((torch.cos(angle), torch.sin(angle)), dim=-1)).sum(-1)
+
+
+def lower_fractions(digits: torch.Tensor) -> torch.Tensor:
+    """For every place, the digits below it read as a fraction: ``f_i = 0.d_{i-1} d_{i-2} ...``.
+
+    Args:
+        digits: int ``[..., P]`` place digits, most significant first.
+
+    Returns:
+        float32 ``[..., P]``; the last (lowest) place gets 0.
+    """
+    fractions = torch.zeros(digits.shape, dtype=torch.float32, device=digits.device)
+    for place in range(digits.shape[-1] - 2, -1, -1):  # Horner from the lowest place up
+        fractions[..., place] = (digits[..., place + 1].float() + fractions[..., place + 1]) / 10
+    return fractions
+
+
 class FoNEDigitHead(nn.Module):
     """Per-digit classification head of FoNE (Definitions 3.7 and 3.8), plus an optional sign classifier.
 
     Args:
         hidden_size: H, the width of the final hidden states.
-        config: uses ``int_digits``, ``frac_digits``, ``fone_head_input`` and ``sign_policy``.
+        config: uses ``int_digits``, ``frac_digits``, ``fone_head_input``, ``fone_head_target`` and ``sign_policy``.
     """
 
     def __init__(self, hidden_size: int, config: NumberAdapterConfig) -> None:
@@ -79,6 +123,7 @@ class FoNEDigitHead(nn.Module):
         self.frac_digits = config.frac_digits
         self.num_places = config.int_digits + config.frac_digits
         self.input_mode = config.fone_head_input
+        self.target = config.fone_head_target
         self.predict_sign = config.sign_policy == "feature"
         self.proj: nn.Linear | None = None
         if self.input_mode == "slice":
@@ -97,7 +142,7 @@ class FoNEDigitHead(nn.Module):
     def extra_repr(self) -> str:
         return (
             f"hidden_size={self.hidden_size}, int_digits={self.int_digits}, frac_digits={self.frac_digits}, "
-            f"input={self.input_mode!r}, predict_sign={self.predict_sign}"
+            f"input={self.input_mode!r}, target={self.target!r}, predict_sign={self.predict_sign}"
         )
 
     def forward(self, hidden: torch.Tensor) -> DigitHeadOutput:
@@ -107,7 +152,9 @@ class FoNEDigitHead(nn.Module):
             hidden: ``[N, H]`` final hidden states (any float dtype; leading dims beyond N are kept).
 
         Returns:
-            `DigitHeadOutput` with ``digit_logits [N, P, 10]`` and ``sign_logits [N, 2]`` (or None).
+            `DigitHeadOutput` with ``digit_logits [N, P, 10]``, ``sign_logits [N, 2]`` (or None) and, with
+            ``fone_head_target="feature"``, ``pairs [N, P, 2]``; there each place's logits are scored with the
+            fraction of the lower places' argmax digits, decoded lowest place first.
         """
         if hidden.dim() < 1 or hidden.shape[-1] != self.hidden_size:
             raise ValueError(f"`hidden` must have shape [N, {self.hidden_size}], got {tuple(hidden.shape)}.")
@@ -118,11 +165,29 @@ class FoNEDigitHead(nn.Module):
             vectors = F.linear(h, self.proj.weight.float(), self.proj.bias.float())  # (N, 2P)
         pairs = vectors.unflatten(-1, (self.num_places, 2))  # (N, P, 2): pair k = place 10^(k-n), low first
         pairs = pairs.flip(-2)  # (N, P, 2): most significant first, like num_digits
-        logits = pairs @ digit_angles(hidden.device).T  # (N, P, 2) @ (2, 10) -> (N, P, 10)
         sign_logits = None
         if self.sign_proj is not None:
             sign_logits = F.linear(h, self.sign_proj.weight.float(), self.sign_proj.bias.float())  # (N, 2)
-        return DigitHeadOutput(digit_logits=logits, sign_logits=sign_logits)
+        if self.target == "digit":
+            logits = pairs @ digit_angles(hidden.device).T  # (N, P, 2) @ (2, 10) -> (N, P, 10)
+            return DigitHeadOutput(digit_logits=logits, sign_logits=sign_logits)
+        lower = pairs.new_zeros(pairs.shape[:-2])  # (N,): nothing below the lowest place
+        places = []
+        for place in range(self.num_places - 1, -1, -1):  # lowest first: a place needs the digits below it
+            place_logits = shifted_digit_logits(pairs[..., place, :], lower)  # (N, 10)
+            lower = (place_logits.argmax(-1).float() + lower) / 10
+            places.append(place_logits)
+        logits = torch.stack(places[::-1], dim=-2)  # (N, P, 10), most significant first
+        return DigitHeadOutput(digit_logits=logits, sign_logits=sign_logits, pairs=pairs)
+
+    def target_logits(self, out: DigitHeadOutput, target_digits: torch.Tensor) -> torch.Tensor:
+        """The digit logits the loss scores: ``out.digit_logits``, or with ``fone_head_target="feature"`` the
+        candidates shifted by the *target's* lower digits (teacher forcing), float32 ``[N, P, 10]``."""
+        if self.target == "digit":
+            return out.digit_logits
+        if out.pairs is None:
+            raise ValueError("fone_head_target='feature' scores the head's `pairs`: pass this head's own output.")
+        return shifted_digit_logits(out.pairs, lower_fractions(target_digits))  # (N, P, 10)
 
     def loss(
         self,
@@ -152,6 +217,7 @@ class FoNEDigitHead(nn.Module):
             )
         if target_digits.dtype.is_floating_point:
             raise TypeError(f"`target_digits` must be an integer tensor, got dtype {target_digits.dtype}.")
+        logits = self.target_logits(out, target_digits)
         per_digit = F.cross_entropy(logits.reshape(-1, 10), target_digits.reshape(-1).long(), reduction="none")
         per_number = per_digit.reshape(logits.shape[:-1]).mean(-1)  # (N * P,) -> (N, P) -> (N,)
         if out.sign_logits is not None:

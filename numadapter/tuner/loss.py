@@ -177,14 +177,19 @@ def lm_terms(
     return cross_entropy(logits, labels, denom), None
 
 
-def fone_ntl(config: NumberAdapterConfig, outputs: dict, plan: NumberPlan, denom: torch.Tensor) -> torch.Tensor:
-    """NTL on the FoNE head's 10-way digit distributions at the target numbers: per-number mean over places, / N."""
+def fone_ntl(
+    config: NumberAdapterConfig, head: torch.nn.Module, outputs: dict, plan: NumberPlan, denom: torch.Tensor
+) -> torch.Tensor:
+    """NTL on the FoNE head's 10-way digit distributions at the target numbers: per-number mean over places, / N.
+
+    The distributions are the ones the head's own loss scores (`FoNEDigitHead.target_logits`).
+    """
     from numadapter.ntl import digit_ntl
 
     b, t = plan.target_index
-    per_place = digit_ntl(
-        outputs["digit"].digit_logits, plan.targets.digits[b, t], config.ntl_kind, reduction="none"
-    )  # (N, P)
+    target = plan.targets.digits[b, t]  # (N, P)
+    logits = head.target_logits(outputs["digit"], target)  # (N, P, 10)
+    per_place = digit_ntl(logits, target, config.ntl_kind, reduction="none")  # (N, P)
     return per_place.mean(-1).sum() / denom
 
 
@@ -258,7 +263,7 @@ def combine(
         if head is not None and outputs is not None:
             number = head_loss(head, outputs, plan, denom)
             if config.ntl_weight > 0 and config.encoding == "fone" and plan.targets is not None:
-                ntl = terms["ntl_loss"] = fone_ntl(config, outputs, plan, denom)
+                ntl = terms["ntl_loss"] = fone_ntl(config, head, outputs, plan, denom)
         terms["number_loss"] = number
         loss = lm_loss + config.number_loss_weight * number
     if ntl is not None:
