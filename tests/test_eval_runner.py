@@ -35,11 +35,11 @@ def _tokenizer(tmp_path_factory, kind: str = "digits"):
     return build_tokenizer(kind, TOK_CACHE[kind])
 
 
-def _fone_codec(tokenizer, int_digits: int = 4, frac_digits: int = 3):
+def _fone_codec(tokenizer, int_digits: int = 4, frac_digits: int = 3, **settings):
     from numadapter.config import NumberAdapterConfig
     from numadapter.tokenization import NumberTokenizer
 
-    config = NumberAdapterConfig(encoding="fone", int_digits=int_digits, frac_digits=frac_digits)
+    config = NumberAdapterConfig(encoding="fone", int_digits=int_digits, frac_digits=frac_digits, **settings)
     ntok = NumberTokenizer(tokenizer, config)
     return Codec(ntok.tokenizer, ntok, ntok, side=True, places=config.num_places), ntok, config
 
@@ -247,18 +247,20 @@ class _OracleFoNE(torch.nn.Module):
         return SimpleNamespace(number_logits=logits, number_sign_logits=None)
 
 
-def test_fone_head_prediction_path_is_exact_with_an_oracle_model(tmp_path_factory):
+@pytest.mark.parametrize(("method", "read"), [("fone", "argmax per digit place"), ("fone_feature", "carry-aware")])
+def test_fone_head_prediction_path_is_exact_with_an_oracle_model(tmp_path_factory, method, read):
     tokenizer = _tokenizer(tmp_path_factory)
-    codec, ntok, config = _fone_codec(tokenizer)
+    settings = {k: v for k, v in get_method(method).adapter_settings("scratch").items() if k != "encoding"}
+    codec, ntok, config = _fone_codec(tokenizer, **settings)
     examples = get_task("fone_decimal_add_6").generate("test", 37, seed=0)
     enc = codec.encode(examples)
     model = _OracleFoNE(config.int_digits, config.frac_digits)
     built = Built(model, codec, ntok.tokenizer, ntok, config)
-    preds = predict(get_method("fone"), built, enc, [e.target for e in examples], batch_size=10, device="cpu",
+    preds = predict(get_method(method), built, enc, [e.target for e in examples], batch_size=10, device="cpu",
                     max_new_tokens=4)  # fmt: skip
     assert preds.texts == [_exact_sum(e.prompt) for e in examples]
     assert model.calls == 4  # one forward per batch of prompts, no decoding steps
-    assert "digit head" in preds.path
+    assert "digit head" in preds.path and read in preds.path
 
 
 def test_head_path_falls_back_to_generation_loudly_when_an_answer_is_not_one_num(tmp_path_factory, monkeypatch):

@@ -203,6 +203,11 @@ def predict(
                 path = "xVal regression head at the last prompt position, rounded to the target's decimals"
                 return Predictions(texts, [repr(float(v)) for v in raw], path, rounded=True)
             path = "FoNE digit head at the last prompt position ('='), argmax per digit place (exact)"
+            if built.config is not None and built.config.fone_head_target == "feature":
+                path = (
+                    "FoNE digit head at the last prompt position ('='), carry-aware: lowest place first, each "
+                    "place's argmax with the candidates shifted by the digits below (exact)"
+                )
             return Predictions(raw, list(raw), path)
         if method.backend == "numadapter":
             texts = _generate_numadapter(built, encoded.prompts, batch_size, max_new_tokens)
