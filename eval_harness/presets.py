@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 PLOTS = ("train_size", "model_size")
 ALL_SCRATCH = tuple(name for name, m in METHODS.items() if "scratch" in m.regimes)
-ADAPTER_METHODS = ("lora", "fone", "xval", "digits_ntl_was", "digits_agg")
+ADAPTER_METHODS = ("lora", "fone", "fone_feature", "xval", "digits_ntl_was", "digits_agg")
 
 
 @dataclass(frozen=True)
@@ -196,8 +196,8 @@ CPU_SMALL = Preset(
         ),
         Experiment(
             "model_size", "6-digit decimal addition: accuracy vs model size (FoNE Fig. 2b)",
-            DECIMAL_ADD, ("fone", "digits", "subword"), (3200,), model_sizes=(1, 2, 3), epochs=20, batch_size=64,
-            lr=1e-3, plots=("model_size",), note="From scratch, FoNE Table 6 models 1-3.",
+            DECIMAL_ADD, ("fone", "fone_feature", "digits", "subword"), (3200,), model_sizes=(1, 2, 3), epochs=20,
+            batch_size=64, lr=1e-3, plots=("model_size",), note="From scratch, FoNE Table 6 models 1-3.",
         ),
         Experiment(
             "methods", "6-digit decimal addition: every method (xVal, NTL kinds, [AGG]) at one size",
@@ -230,9 +230,10 @@ PAPER = Preset(
     (
         Experiment(
             "data_size", "6-digit decimal addition: accuracy vs training-data size (FoNE Fig. 2a, Table 1)",
-            DECIMAL_ADD, ("fone", "digits", "subword", "xval"), PAPER_DATA_SIZES, n_test=200_000, epochs=100,
-            batch_size=512, lr=5e-3, lr_by_method=PAPER_LR, plots=("train_size",),
-            note="From scratch, FoNE Table 6 model 4 (Table 5: the data-size sweep uses one model).",
+            DECIMAL_ADD, ("fone", "fone_feature", "digits", "subword", "xval"), PAPER_DATA_SIZES, n_test=200_000,
+            epochs=100, batch_size=512, lr=5e-3, lr_by_method=PAPER_LR, plots=("train_size",),
+            note="From scratch, FoNE Table 6 model 4 (Table 5: the data-size sweep uses one model); fone_feature "
+            "is numadapter's carry-aware head target, not in the paper.",
         ),
         Experiment(
             "model_size", "6-digit decimal addition: accuracy vs model size (FoNE Fig. 2b)",
