@@ -177,13 +177,16 @@ NTL_MUL_NOTE = (
 # cpu-small "data_size" (the FoNE headline): weight decay 0.1 for every method. FoNE's errors at 3,200 examples are
 # carry chains it has not generalised to (e.g. 225.542+774.136 -> 1999.678); without weight decay it reached
 # 98.70% there, with 0.1 99.00% and with 0.3 99.05% (seed 0, 40 epochs; 1.0: 98.35%). Seed 1 with 0.1: 97.30%.
+# fone_feature (the carry-aware head target) reached 100% at 3,200 and 6,400 on seeds 0 and 1 with this budget;
+# with 15 epochs it reached 100% at 6,400 but only 3% at 3,200 (seed 0: the loss plateau of FoNE from scratch
+# lasted until epoch ~10 of 15, against ~4 of 40), so the budget stays at 40 epochs.
 DATA_SIZE_WEIGHT_DECAY = 0.1
 
 CPU_SMALL = Preset(
     "cpu-small",
     "2-core CPU: FoNE vs digit-wise vs subword on 6-digit decimal addition (headline + Table 1), model and "
     "method sweeps, NTL multiplication (CE vs CE + NTL-WAS, 3 seeds), adapter table with --base (make one with "
-    "pretrain-base); each table <= ~30 min on 2 cores except data_size (~1 h: the digit-wise baseline is 3x "
+    "pretrain-base); each table <= ~30 min on 2 cores except data_size (~1.5 h: the digit-wise baseline is 3x "
     "slower than FoNE at the same budget)",
     (
         Experiment(
