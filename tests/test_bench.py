@@ -84,16 +84,21 @@ def test_out_of_range_numbers_are_an_error_not_a_silent_count(tmp_path):
 
 def test_train_throughput_tiny_run_gives_positive_numbers():
     result = run_throughput(model_size=1, batch_size=4, steps=2, repeats=1, warmup=1)
-    assert set(result["methods"]) == {"fone", "digits", "subword"}
+    assert set(result["methods"]) == {"fone", "digits", "subword", "fone_ids_only"}
     for row in result["methods"].values():
         assert row["step_s"] > 0 and row["examples_per_s"] > 0 and row["tokens_per_s"] > 0
         assert row["epoch_s_estimate"] > 0
     # bos [NUM] + [NUM] = [NUM] eos: 7 tokens for every "a+b=c" of the decimal task (deterministic, not timed)
     assert result["methods"]["fone"]["seq_len_mean"] == 7.0
     assert result["methods"]["digits"]["seq_len_mean"] > result["methods"]["subword"]["seq_len_mean"] > 7.0
-    assert set(result["epoch_time_ratio"]) == {"digits/fone", "subword/fone"}
+    assert set(result["epoch_time_ratio"]) == {"digits/fone", "subword/fone", "fone_ids_only/fone"}
     assert all(value > 0 for value in result["epoch_time_ratio"].values())
     assert result["ratio"] == result["epoch_time_ratio"]["digits/fone"]
+    # the ceiling: the FoNE run's own Llama on the same 7-token ids, without number work
+    assert result["methods"]["fone_ids_only"]["seq_len_mean"] == 7.0 and result["ceiling"] > 0
+    plain = run_throughput(methods=["digits", "subword"], reference="digits", model_size=1, batch_size=4, steps=1,
+                           repeats=1, warmup=0)  # fmt: skip
+    assert plain["ceiling"] is None and set(plain["methods"]) == {"digits", "subword"}
 
 
 def test_train_throughput_rejects_bad_options():

@@ -141,6 +141,10 @@ def headlines(name: str, result: Any, clock: str = "wall") -> list[dict[str, Any
         if f"subword/{ref}" in ratios:
             rows.append(_row(name, f"epoch time, subword / {ref}", ratios[f"subword/{ref}"], None, None,
                              "FoNE paper Table 1: 2.0"))  # fmt: skip
+        if result.get("ceiling") is not None:
+            note = f"the same Llama on {ref}'s token ids without number work: the sequence length alone"
+            rows.append(_row(name, f"epoch time, digits / {ref}_ids_only (ceiling)", result["ceiling"], None, None,
+                             note))  # fmt: skip
         return rows
     raise ValueError(f"unknown benchmark {name!r}; choose from {', '.join(BENCHMARKS)}.")
 
