@@ -49,6 +49,7 @@ def test_every_number_field_has_help_and_is_documented():
         ({"out_of_range": "wrap"}, ["out_of_range", "wrap"]),
         ({"fone_projection": "mlp"}, ["fone_projection", "mlp"]),
         ({"fone_head_input": "x"}, ["fone_head_input"]),
+        ({"fone_head_target": "digits"}, ["fone_head_target", "digits", "feature"]),
         ({"xval_form": "log"}, ["xval_form", "log"]),
         ({"ntl_kind": "kl"}, ["ntl_kind", "kl"]),
         ({"int_digits": -1}, ["int_digits", "-1"]),

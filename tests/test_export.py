@@ -249,3 +249,21 @@ def test_qlora_export_dequantises_with_a_memory_warning(store, tmp_path):
     assert not quantized_weights(loaded)
     with torch.no_grad():
         torch.testing.assert_close(loaded(**batch).logits, want, rtol=1e-5, atol=1e-5)
+
+
+def test_feature_head_target_survives_export(store, tmp_path):
+    """fone_head_target="feature" is saved with the export; the reloaded head decodes carry-aware, like the adapter."""
+    case = Case("llama", "fone", False)
+    model, ntok, config = trained(store, case, fone_head_target="feature")
+    batch = prompt_batch(case, ntok)
+    with torch.no_grad():
+        want = model(**batch)
+    want_text = generate(model, ntok, PROMPTS, max_new_tokens=6, return_dict=True)
+    export_merged(model, ntok, tmp_path / "merged")
+    loaded, loaded_ntok = load_exported(tmp_path / "merged")
+    assert read_number_config(tmp_path / "merged")[0].fone_head_target == "feature"
+    with torch.no_grad():
+        got = loaded(**batch)
+    torch.testing.assert_close(got.number_logits, want.number_logits, rtol=1e-5, atol=1e-5)
+    got_text = generate(loaded, loaded_ntok, PROMPTS, max_new_tokens=6, return_dict=True)
+    assert sum(len(n) for n in want_text.numbers) >= 2 and got_text.numbers == want_text.numbers
