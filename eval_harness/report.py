@@ -287,11 +287,15 @@ def _setup_line(results: list[dict[str, Any]]) -> str:
     seed_text = f"seed {seeds[0]}" if len(seeds) == 1 else f"seeds {', '.join(map(str, seeds))}"
     extra = _splits(results)[1:]
     extra_text = f" per split (splits: test, {', '.join(extra)})" if extra else ""
+    threads = sorted({res["environment"]["torch_threads"] for res in results})
+    thread_text = f"{threads[0]} torch thread{'s' if threads[0] != 1 else ''}"
+    if len(threads) > 1:  # runs made with different settings: each result's `environment` has its own
+        thread_text = f"{' or '.join(map(str, threads))} torch threads (per run: its `environment`)"
     return (
         f"task `{r['task']}`, regime {r['regime']}, {c['epochs']} epochs, batch {c['batch_size']}, lr {lr_text} "
         f"({c['schedule']}, warmup {c['warmup']:g}), weight decay {c['weight_decay']:g}, {seed_text}, "
         f"{r['data']['n_test']:,} test examples{extra_text}; device {env['device']} ({env.get('device_name', '')}), "
-        f"{env['torch_threads']} torch threads, load average (1 min) during epochs {load}; "
+        f"{thread_text}, load average (1 min) during epochs {load}; "
         f"prediction: {'; '.join(sorted({res['method'] + ': ' + res['prediction_path'] for res in results}))}."
     )
 

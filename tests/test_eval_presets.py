@@ -149,6 +149,15 @@ def test_aggregate_mean_and_sample_std_match_hand_computation():
     assert cells[1]["metrics"]["test"]["mape"] == {"mean": 1.0, "std": None, "n": 1}
 
 
+def test_report_names_every_thread_count_of_a_table(tmp_path):
+    two = {**FAKE[1], "environment": {**FAKE[1]["environment"], "torch_threads": 2}}
+    for r in (FAKE[0], two):
+        path = tmp_path / r["experiment"] / f"{r['run_id']}.json"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(json.dumps(r))
+    assert "1 or 2 torch threads (per run: its `environment`)" in build_report(tmp_path).read_text()
+
+
 def test_report_shows_mean_std_per_split_and_error_bars(tmp_path):
     for r in FAKE:
         path = tmp_path / r["experiment"] / f"{r['run_id']}.json"
@@ -163,7 +172,7 @@ def test_report_shows_mean_std_per_split_and_error_bars(tmp_path):
     assert row + "110.000 ± 17.321 |" in text  # MAPE 100, 100, 130: mean 110, std sqrt(300) = 17.3205
     assert "| digits | 32 | 1 (0.50M) | test_extrapolation | 0 | 90.00 |" in text  # one seed: no ± part
     assert "| digits | 16 | 1 (0.50M) | 2 | test_extrapolation | 8 | 70.00 |" in text  # per-seed split rows
-    assert "seeds 0, 1, 2" in text
+    assert "seeds 0, 1, 2" in text and "1 torch thread, load average" in text
     png = tmp_path / "ntl_mul_accuracy_vs_train_size.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
