@@ -90,6 +90,26 @@ def _float_dtype(device: torch.device) -> torch.dtype:
     return torch.float32 if device.type == "mps" else torch.float64
 
 
+def lower_fractions(digits: torch.Tensor, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """For every place, the digits below it read as a decimal fraction: ``f_i = 0.d_{i-1} d_{i-2} ...``.
+
+    Horner's rule from the lowest place up, ``f <- (d + f) / 10``, so earlier rounding errors shrink tenfold per step
+    (~1e-16 overall in float64).
+
+    Args:
+        digits: int ``[..., P]`` place digits, most significant first (the ``num_digits`` layout).
+        dtype: the float dtype to compute and return in.
+
+    Returns:
+        ``[..., P]`` in `dtype`; index ``j`` is the fraction below place ``j``, so the last (lowest) place gets 0.
+    """
+    places = digits.shape[-1]
+    fractions = [torch.zeros(digits.shape[:-1], dtype=dtype, device=digits.device)]
+    for j in range(places - 1, 0, -1):  # from the lowest place up: f_{j-1} = (d_j + f_j) / 10
+        fractions.append((digits[..., j].to(dtype) + fractions[-1]) / 10)
+    return torch.stack(fractions[::-1], dim=-1)  # (..., P), most significant first
+
+
 def fone_features_from_digits(
     num_digits: torch.Tensor,
     int_digits: int,
@@ -136,13 +156,7 @@ def fone_features_from_digits(
         raise ValueError(f"`num_digits` must hold decimal digits 0..9, got {bad}.")
     ftype = _float_dtype(digits.device)
     low = digits.flip(-1).to(ftype)  # (..., P): least significant first, index q is place 10^(q-n)
-
-    # lower[..., k] = (x mod 10^(k-n)) / 10^(k-n): the digits below place 10^(k-n) read as 0.d d d...; Horner from the
-    # lowest place up, f_{k+1} = (d_k + f_k) / 10, so earlier rounding errors shrink tenfold per step (~1e-16 overall).
-    fractions = [torch.zeros_like(low[..., 0])]
-    for q in range(places - 1):
-        fractions.append((low[..., q] + fractions[-1]) / 10)
-    lower = torch.stack(fractions, dim=-1)  # (..., P)
+    lower = lower_fractions(digits, ftype).flip(-1)  # (..., P): index k is (x mod 10^(k-n)) / 10^(k-n)
     blocks = []
     for base in bases:
         if 10 % base == 0:  # b in {2, 5, 10}: Y mod b depends only on the digit at place 10^(k-n)

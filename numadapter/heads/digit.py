@@ -47,7 +47,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from numadapter.config import NumberAdapterConfig
-from numadapter.encodings.fone import digits_to_strings
+from numadapter.encodings.fone import digits_to_strings, lower_fractions
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -89,21 +89,6 @@ def shifted_digit_logits(pairs: torch.Tensor, lower: torch.Tensor) -> torch.Tens
     steps = torch.arange(10, dtype=torch.float32, device=pairs.device)
     angle = (steps + lower.float()[..., None]) * (2 * math.pi / 10)  # (..., 10)
     return (pairs[..., None, :] * torch.stack((torch.cos(angle), torch.sin(angle)), dim=-1)).sum(-1)
-
-
-def lower_fractions(digits: torch.Tensor) -> torch.Tensor:
-    """For every place, the digits below it read as a fraction: ``f_i = 0.d_{i-1} d_{i-2} ...``.
-
-    Args:
-        digits: int ``[..., P]`` place digits, most significant first.
-
-    Returns:
-        float32 ``[..., P]``; the last (lowest) place gets 0.
-    """
-    fractions = torch.zeros(digits.shape, dtype=torch.float32, device=digits.device)
-    for place in range(digits.shape[-1] - 2, -1, -1):  # Horner from the lowest place up
-        fractions[..., place] = (digits[..., place + 1].float() + fractions[..., place + 1]) / 10
-    return fractions
 
 
 class FoNEDigitHead(nn.Module):
@@ -187,7 +172,7 @@ class FoNEDigitHead(nn.Module):
             return out.digit_logits
         if out.pairs is None:
             raise ValueError("fone_head_target='feature' scores the head's `pairs`: pass this head's own output.")
-        return shifted_digit_logits(out.pairs, lower_fractions(target_digits))  # (N, P, 10)
+        return shifted_digit_logits(out.pairs, lower_fractions(target_digits, torch.float32))  # (N, P, 10)
 
     def loss(
         self,
