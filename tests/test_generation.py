@@ -119,8 +119,11 @@ def test_cached_matches_uncached(store, family, encoding, dtype):
     if encoding != "digits":
         assert fed_back(cached, ntok.num_token_id) >= 2  # the number path was exercised
     if encoding == "xval" and dtype == torch.float32:
+        # float32: the cached path sums attention in another order, so the head's output moves by a few ulp of its
+        # O(1) inputs (seen: 1.7e-7 on a value of 0.008, where abs 1e-7 failed). abs 1e-6 is ~8 ulp at 1; the
+        # float64 cases check exact equality instead.
         for mine, theirs in zip(cached.numbers, uncached.numbers):
-            assert mine == pytest.approx(theirs, rel=1e-5, abs=1e-7)
+            assert mine == pytest.approx(theirs, rel=1e-5, abs=1e-6)
     else:
         assert cached.numbers == uncached.numbers
 
