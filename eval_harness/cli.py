@@ -116,6 +116,14 @@ def make_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--device", default=None, help="cpu, cuda, cuda:1, mps (default: the preset's)")
     run.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    run.add_argument(
+        "--train-format",
+        choices=["auto", "sequence"],
+        default=None,
+        help="auto (default): FoNE / xVal train on the prompts alone when every answer is one [NUM], the head at "
+        "the last prompt position on the answer (the FoNE paper's format); sequence: every method on prompt + "
+        "answer + eos",
+    )
     run.add_argument("--base", default=None, help="pretrained base (path) for the adapter tables")
     run.add_argument("--lora-r", type=int, default=16, help="LoRA rank (adapter tables; default 16)")
     run.add_argument("--lora-alpha", type=int, default=32, help="LoRA alpha (adapter tables; default 32)")
@@ -224,6 +232,7 @@ def _run(args: argparse.Namespace, out: TextIO) -> None:
         epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, schedule=args.schedule, warmup=args.warmup,
         weight_decay=args.weight_decay, n_test=args.n_test, n_valid=args.n_valid, eval_every=args.eval_every,
         seed=args.seed, seeds=args.seeds, device=args.device or preset.device, threads=args.threads,
+        train_format=args.train_format,
     )  # fmt: skip
     settings = _settings(args.number_settings)
     if settings:

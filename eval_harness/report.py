@@ -291,12 +291,20 @@ def _setup_line(results: list[dict[str, Any]]) -> str:
     thread_text = f"{threads[0]} torch thread{'s' if threads[0] != 1 else ''}"
     if len(threads) > 1:  # runs made with different settings: each result's `environment` has its own
         thread_text = f"{' or '.join(map(str, threads))} torch threads (per run: its `environment`)"
+    head = sorted({res["method"] for res in results if res["data"].get("train_format") == "head"})
+    format_text = (
+        f" Trained on the prompts alone, the head at the last prompt position on the answer (the FoNE paper's format, "
+        f"seq len = prompt): {', '.join(head)}; the other methods on prompt + answer + eos."
+        if head
+        else ""
+    )
     return (
         f"task `{r['task']}`, regime {r['regime']}, {c['epochs']} epochs, batch {c['batch_size']}, lr {lr_text} "
         f"({c['schedule']}, warmup {c['warmup']:g}), weight decay {c['weight_decay']:g}, {seed_text}, "
         f"{r['data']['n_test']:,} test examples{extra_text}; device {env['device']} ({env.get('device_name', '')}), "
         f"{thread_text}, load average (1 min) during epochs {load}; "
         f"prediction: {'; '.join(sorted({res['method'] + ': ' + res['prediction_path'] for res in results}))}."
+        f"{format_text}"
     )
 
 

@@ -44,7 +44,7 @@ from eval_harness import records as R
 from eval_harness.methods import Method, get_method
 from eval_harness.methods.encode import EncodedSet, number_places, numbers_of
 from eval_harness.methods.models import TABLE6, Built, LoraSettings, build
-from eval_harness.methods.predict import Predictions, predict
+from eval_harness.methods.predict import TRAIN_FORMATS, Predictions, predict, train_format
 from eval_harness.tasks import get_task
 from eval_harness.tasks.base import Example
 
@@ -83,6 +83,10 @@ class RunSpec:
         lora: LoRA settings of the adapter regime.
         number_settings: `NumberAdapterConfig` fields that replace the method's (numadapter methods only), e.g.
             ``{"fone_head_input": "linear"}`` for an ablation.
+        train_format: "auto" (a head-read method whose every training answer is one [NUM] trains on the prompts
+            alone, the head at the last prompt position on the answer, as the FoNE paper trains; the rest on prompt
+            + answer + eos) or "sequence" (every method on prompt + answer + eos);
+            `eval_harness.methods.predict.train_format`.
     """
 
     preset: str
@@ -109,6 +113,7 @@ class RunSpec:
     eval_batch_size: int = 500
     lora: LoraSettings = field(default_factory=LoraSettings)
     number_settings: dict[str, Any] = field(default_factory=dict)
+    train_format: str = "auto"
 
     def __post_init__(self) -> None:
         method = get_method(self.method)
@@ -122,6 +127,8 @@ class RunSpec:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
+        if self.train_format not in TRAIN_FORMATS:
+            raise ValueError(f"`train_format` must be one of {list(TRAIN_FORMATS)}, got {self.train_format!r}.")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"`schedule` must be one of {list(SCHEDULES)}, got {self.schedule!r}.")
         if not (self.lr > 0 and math.isfinite(self.lr)):
@@ -187,6 +194,10 @@ class _Run:
             self.optimizer, lambda step: lr_factor(step, total, warmup, spec.schedule)
         )
         self.order = torch.Generator().manual_seed(spec.seed)
+        self.format = train_format(method, built, train, spec.train_format)
+        self.batch = train.head_batch if self.format == "head" else train.batch
+        # tokens each example feeds per epoch: the prompt alone in the head format
+        self.lengths = train.prompt_lengths if self.format == "head" else train.lengths
         self.epoch_s: list[float] = []
         self.losses: list[float] = []
         self.load: list[float] = []
@@ -207,7 +218,7 @@ class _Run:
         _sync(spec.device)
         start = time.perf_counter()
         for offset in bar:
-            batch = self.train.batch(perm[offset : offset + spec.batch_size], spec.device)
+            batch = self.batch(perm[offset : offset + spec.batch_size], spec.device)
             loss = self.model(**batch).loss
             loss.backward()
             if spec.grad_clip > 0:
@@ -390,11 +401,12 @@ def _evaluate(
             "n_test": len(test_examples),
             "number_places": list(places),
             **R.number_stats(built, test_examples[:2000]),
-            "seq_len_mean": float(train.lengths.float().mean()),
-            "seq_len_max": int(train.lengths.max()),
+            "train_format": run.format,
+            "seq_len_mean": float(run.lengths.float().mean()),
+            "seq_len_max": int(run.lengths.max()),
             "prompt_len_mean": float(train.prompt_lengths.float().mean()),
             "answer_tokens_mean": float(answer.float().mean()),
-            "train_tokens_per_epoch": int(train.lengths.sum()),
+            "train_tokens_per_epoch": int(run.lengths.sum()),
         },
         "metrics": R.split_metrics(preds, test_examples),
         "extra_splits": extra_splits,

@@ -179,3 +179,53 @@ def test_t5_decoder_step_with_decoder_numbers(store):
         explicit = model(**encoder_inputs, decoder_input_ids=decoder_ids, **shifted)
     assert decoder_ids[0, lp + 1] == config.num_token_id
     torch.testing.assert_close(explicit.logits, full.logits)
+
+
+# -- shift_labels: a causal sequence that ends where the number is predicted ------------------------------------------
+ANSWERED = ["a 12.5 + 7 = 19.5", "b 3 + 40.25 = 43.25"]  # equal lengths; the answer is the last token
+
+
+def _answer_forms(batch: dict, num_id: int) -> tuple[dict, dict]:
+    """The same training signal twice: (a) the whole sequence with `labels` only on the answer [NUM], (b) the
+    sequence without its last token, `shift_labels` on the new last position and the answer in `labels_num_*`."""
+    assert bool((batch["input_ids"][:, -1] == num_id).all())
+    labels = torch.full_like(batch["input_ids"], -100)
+    labels[:, -1] = num_id
+    full = dict(batch, labels=labels)
+    head = {key: value[:, :-1] for key, value in batch.items()}
+    shift_labels = torch.full_like(head["input_ids"], -100)
+    shift_labels[:, -1] = num_id
+    head["shift_labels"] = shift_labels
+    for key in ("mask", "digits", "sign", "values"):
+        side = torch.zeros_like(batch[f"num_{key}"][:, :-1])
+        side[:, -1] = batch[f"num_{key}"][:, -1]
+        head[f"labels_num_{key}"] = side
+    return full, head
+
+
+@pytest.mark.parametrize(
+    "encoding,overrides", [("fone", {}), ("fone", {"fone_head_target": "feature"}), ("xval", {})], ids=str
+)
+def test_shift_labels_train_the_last_position_like_labels_on_the_fed_answer(store, encoding, overrides):
+    case = Case("llama", encoding, tie=False)
+    model, ntok, config = build(store, case, **overrides)
+    enc = ntok(ANSWERED, return_tensors="pt")
+    full, head = _answer_forms({k: v for k, v in enc.items() if k != "number_texts"}, config.num_token_id)
+    model.train()
+    by_labels = model(**full)
+    grads = torch.autograd.grad(by_labels.loss, [p for p in model.parameters() if p.requires_grad], allow_unused=True)
+    by_shift = model(**head)
+    grads_shift = torch.autograd.grad(by_shift.loss, [p for p in model.parameters() if p.requires_grad],
+                                      allow_unused=True)  # fmt: skip
+    assert by_shift.number_loss > 0
+    torch.testing.assert_close(by_shift.number_loss, by_labels.number_loss)
+    torch.testing.assert_close(by_shift.loss, by_labels.loss)
+    torch.testing.assert_close(by_shift.logits, by_labels.logits[:, :-1])
+    used = [(a, b) for a, b in zip(grads, grads_shift) if a is not None or b is not None]
+    assert used
+    for a, b in used:
+        torch.testing.assert_close(a, b)
+    # the target is read from labels_num_*: another answer gives another loss
+    other = dict(head, labels_num_digits=(head["labels_num_digits"] + 1) % 10,
+                 labels_num_values=head["labels_num_values"] + 1.0)  # fmt: skip
+    assert not torch.equal(model(**other).number_loss, by_shift.number_loss)

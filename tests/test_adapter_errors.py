@@ -153,3 +153,37 @@ def test_buffer_and_hooks_are_cleared_when_the_model_raises(store):
     assert not tuner._buffer.armed and tuner._buffer.sides == {} and tuner._buffer.current is None
     assert [(len(m._forward_hooks), len(m._forward_pre_hooks)) for m in watched] == before
     assert torch.isfinite(model(**batch).loss)  # and the next call works
+
+
+def _shifted(batch: dict, num_id: int) -> dict:
+    shift_labels = torch.full_like(batch["input_ids"], -100)
+    shift_labels[:, -1] = num_id
+    return dict(batch, shift_labels=shift_labels)
+
+
+def test_shift_labels_errors_name_the_fix(store):
+    case = Case("llama", "fone", tie=False)
+    model, ntok, config = build(store, case)
+    enc = ntok(["a 12.5 + 7 = 19.5"], return_tensors="pt")
+    batch = {k: v for k, v in enc.items() if k != "number_texts"}
+    shifted = _shifted(batch, config.num_token_id)
+    with pytest.raises(ValueError, match="got both `labels` and `shift_labels`"):
+        model(**shifted, labels=batch["input_ids"])
+    with pytest.raises(ValueError, match="`shift_labels` contains .* no `labels_num_mask`"):
+        model(**shifted)
+    sides = {f"labels_num_{k}": batch[f"num_{k}"] for k in ("mask", "digits", "sign", "values")}
+    with pytest.raises(ValueError, match=r"`labels_num_mask` does not match the \[NUM\] positions of `shift_labels`"):
+        model(**shifted, **sides)  # the input's numbers, not aligned with the labels
+    with pytest.raises(ValueError, match=r"`shift_labels` has shape \(1, 5\)"):
+        model(**dict(shifted, shift_labels=shifted["shift_labels"][:, :5]))
+    with pytest.raises(ValueError, match="`labels_num_\\*` go with `shift_labels`"):
+        model(**batch, labels=batch["input_ids"], **sides)
+
+
+def test_shift_labels_are_refused_for_t5(store):
+    case = Case("t5", "fone", tie=False)
+    model, ntok, _ = build(store, case)
+    batch = make_batch(case, ntok)
+    labels = batch.pop("labels")
+    with pytest.raises(ValueError, match="`shift_labels` is for causal LMs"):
+        model(**batch, shift_labels=labels)

@@ -84,18 +84,28 @@ def test_out_of_range_numbers_are_an_error_not_a_silent_count(tmp_path):
 
 def test_train_throughput_tiny_run_gives_positive_numbers():
     result = run_throughput(model_size=1, batch_size=4, steps=2, repeats=1, warmup=1)
-    assert set(result["methods"]) == {"fone", "digits", "subword", "fone_ids_only"}
+    assert set(result["methods"]) == {"fone", "digits", "subword", "fone_ids_only", "fone_sequence"}
     for row in result["methods"].values():
         assert row["step_s"] > 0 and row["examples_per_s"] > 0 and row["tokens_per_s"] > 0
         assert row["epoch_s_estimate"] > 0
-    # bos [NUM] + [NUM] = [NUM] eos: 7 tokens for every "a+b=c" of the decimal task (deterministic, not timed)
-    assert result["methods"]["fone"]["seq_len_mean"] == 7.0
+    # FoNE is fed as the runner feeds it: the prompt alone, bos [NUM] + [NUM] = (5 tokens; not timed, exact)
+    fone = result["methods"]["fone"]
+    assert fone["train_format"] == "head" and fone["seq_len_mean"] == 5.0
+    # ... and timed in the same rotation fed bos [NUM] + [NUM] = [NUM] eos, as the baselines are fed
+    assert result["methods"]["fone_sequence"]["seq_len_mean"] == 7.0
+    assert result["methods"]["digits"]["train_format"] == "sequence"
     assert result["methods"]["digits"]["seq_len_mean"] > result["methods"]["subword"]["seq_len_mean"] > 7.0
-    assert set(result["epoch_time_ratio"]) == {"digits/fone", "subword/fone", "fone_ids_only/fone"}
+    assert set(result["epoch_time_ratio"]) == {
+        "digits/fone", "subword/fone", "fone_ids_only/fone", "fone_sequence/fone"
+    }  # fmt: skip
     assert all(value > 0 for value in result["epoch_time_ratio"].values())
     assert result["ratio"] == result["epoch_time_ratio"]["digits/fone"]
-    # the ceiling: the FoNE run's own Llama on the same 7-token ids, without number work
-    assert result["methods"]["fone_ids_only"]["seq_len_mean"] == 7.0 and result["ceiling"] > 0
+    # the ceiling: the FoNE run's own Llama on the same 5-token ids, without number work
+    assert result["methods"]["fone_ids_only"]["seq_len_mean"] == 5.0 and result["ceiling"] > 0
+    assert result["sequence_ratio"] > 0
+    sequence = run_throughput(model_size=1, batch_size=4, steps=1, repeats=1, warmup=0, train_format="sequence")
+    assert sequence["methods"]["fone"]["seq_len_mean"] == 7.0 and sequence["sequence_ratio"] is None
+    assert "fone_sequence" not in sequence["methods"]
     plain = run_throughput(methods=["digits", "subword"], reference="digits", model_size=1, batch_size=4, steps=1,
                            repeats=1, warmup=0)  # fmt: skip
     assert plain["ceiling"] is None and set(plain["methods"]) == {"digits", "subword"}
@@ -113,9 +123,15 @@ def test_headlines_compare_with_targets():
     fast = {"ratio_to_lora": {"numadapter": 1.01}, "flops_ratio_to_lora": {"numadapter": 1.02}}
     assert bench_all.headlines("train_step", slow)[0]["met"] is False  # 1.05 > 1.03
     assert bench_all.headlines("train_step", fast)[0]["met"] is True
-    throughput = {"setup": {"reference": "fone"}, "epoch_time_ratio": {"digits/fone": 3.9, "subword/fone": 2.0}}
+    throughput = {"setup": {"reference": "fone"}, "epoch_time_ratio": {"digits/fone": 3.9, "subword/fone": 2.0},
+                  "methods": {"fone": {"train_format": "sequence"}}}  # fmt: skip
     rows = bench_all.headlines("train_throughput", throughput)
     assert [(r["value"], r["op"], r["met"]) for r in rows] == [(3.9, ">=", False), (2.0, None, None)]
+    head = dict(throughput, epoch_time_ratio={"digits/fone": 4.7}, methods={"fone": {"train_format": "head"}},
+                sequence_ratio=3.4)  # fmt: skip
+    rows = bench_all.headlines("train_throughput", head)
+    assert [(r["value"], r["op"], r["met"]) for r in rows] == [(4.7, ">=", True), (3.4, None, None)]
+    assert "prompts alone" in rows[0]["note"] and "fone_sequence" in rows[1]["metric"]
 
 
 def test_bench_options_are_validated():

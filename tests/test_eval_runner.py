@@ -174,6 +174,52 @@ def test_fone_codec_layout_is_prompt_then_one_num_then_eos(tmp_path_factory):
     assert pad != num
 
 
+def test_head_batch_feeds_the_prompt_and_labels_its_last_position_with_the_answer(tmp_path_factory):
+    tokenizer = _tokenizer(tmp_path_factory)
+    codec, ntok, _ = _fone_codec(tokenizer)
+    bos, pad = tokenizer.bos_token_id, tokenizer.pad_token_id
+    num, plus, eq = ntok.num_token_id, tokenizer.convert_tokens_to_ids("+"), tokenizer.convert_tokens_to_ids("=")
+    minus = tokenizer.convert_tokens_to_ids("-")
+    # prompts of different lengths ("-" before 2 is text: the sign policy keeps it a token)
+    examples = [Example("4.5+-2=", "2.5", "2.5"), Example("10+20.25=", "30.25", "30.25")]
+    enc = codec.encode(examples)
+    batch = enc.head_batch(torch.tensor([0, 1]), "cpu")
+    assert batch["input_ids"].tolist() == [[bos, num, plus, minus, num, eq], [bos, num, plus, num, eq, pad]]
+    assert batch["attention_mask"].tolist() == [[1] * 6, [1] * 5 + [0]]
+    assert batch["shift_labels"].tolist() == [[-100] * 5 + [num], [-100] * 4 + [num, -100]]
+    assert batch["labels_num_mask"].tolist() == [[0] * 5 + [1], [0] * 4 + [1, 0]]
+    assert batch["labels_num_digits"][0, 5].tolist() == [0, 0, 0, 2, 5, 0, 0]  # 2.5 with m = 4, n = 3
+    assert batch["labels_num_digits"][1, 4].tolist() == [0, 0, 3, 0, 2, 5, 0]  # 30.25
+    assert int(batch["labels_num_digits"].count_nonzero()) == 2 + 3  # nothing else is labelled
+    assert "labels" not in batch
+    # an answer that is not one [NUM] ("-0.5": the sign stays a text token) cannot be trained at the head
+    signed = codec.encode(examples + [Example("1.5+-2=", "-0.5", "-0.5")])
+    with pytest.raises(ValueError, match=r"one \[NUM\] followed by eos; row 2 is not \(3 answer tokens\)"):
+        signed.head_batch(torch.tensor([0, 2]), "cpu")
+    prompt = enc.prompt_batch(torch.tensor([0, 1]), "cpu")
+    for key in ("input_ids", "attention_mask", "num_mask", "num_digits", "num_sign"):
+        assert torch.equal(batch[key], prompt[key])
+
+
+def test_train_format_is_head_only_for_head_methods_with_one_num_answers(tmp_path_factory):
+    from eval_harness.methods.predict import train_format
+
+    tokenizer = _tokenizer(tmp_path_factory)
+    codec, ntok, config = _fone_codec(tokenizer, int_digits=3)
+    built = Built(None, codec, ntok.tokenizer, ntok, config)
+    one_num = codec.encode([Example("1.5+2=", "3.5", "3.5")])
+    too_wide = codec.encode([Example("1.5+2=", "3.5", "3.5"), Example("999.5+25=", "1024.5", "1024.5")])
+    assert train_format(get_method("fone"), built, one_num) == "head"
+    assert train_format(get_method("xval"), built, one_num) == "head"
+    assert train_format(get_method("fone"), built, one_num, "sequence") == "sequence"
+    assert train_format(get_method("fone"), built, too_wide) == "sequence"  # "1024.5" stays text: not one [NUM]
+    assert train_format(get_method("digits"), built, one_num) == "sequence"  # no head: teacher-forced digits
+    with pytest.raises(ValueError, match=r"`train_format` must be one of \['auto', 'sequence'\], got 'head'"):
+        train_format(get_method("fone"), built, one_num, "head")
+    with pytest.raises(ValueError, match="`train_format` must be one of"):
+        RunSpec(preset="x", experiment="x", task="fone_decimal_add_6", method="fone", train_size=4, train_format="x")
+
+
 def test_digit_codec_labels_the_answer_digits_and_eos_only(tmp_path_factory):
     tokenizer = _tokenizer(tmp_path_factory)
     codec = Codec(tokenizer, tokenizer, tokenizer, side=False)
@@ -330,7 +376,10 @@ def test_tiny_preset_writes_json_markdown_and_png(tmp_path, capsys):
     assert set(result["metrics"]) == {"exact_match", "mae", "r2", "mape", "cer"}
     assert result["metrics"]["exact_match"]["n_total"] == 8
     assert result["data"]["tokens_per_number"] == 1.0 and result["data"]["number_places"] == [4, 3]
+    # FoNE trained on the prompts alone ("bos [NUM] + [NUM] =", 5 tokens), digit-wise on prompt + answer + eos
+    assert result["data"]["train_format"] == "head" and result["data"]["seq_len_mean"] == 5.0
     digits = json.loads(files[0].read_text())
+    assert digits["data"]["train_format"] == "sequence" and digits["data"]["seq_len_mean"] > 15
     assert digits["data"]["tokens_max_number"] == 8  # e.g. "1xxx.xxx": 7 digits and the point
     assert result["timing"]["lockstep_with"] == ["fone", "digits"]
     assert len(result["timing"]["epoch_s"]) == 1 and result["timing"]["test_s"] > 0

@@ -136,11 +136,18 @@ def headlines(name: str, result: Any, clock: str = "wall") -> list[dict[str, Any
         ratios, ref = result["epoch_time_ratio"], result["setup"]["reference"]
         rows = []
         if f"digits/{ref}" in ratios:
-            rows.append(_row(name, f"epoch time, digits / {ref}", ratios[f"digits/{ref}"], ">=", 4.0,
-                             "FoNE paper Table 1: 3.6"))  # fmt: skip
+            fed = result["methods"][ref]["train_format"]
+            note = "FoNE paper Table 1: 3.6" + (
+                f"; {ref} trained on the prompts alone (the paper's format)" if fed == "head" else ""
+            )
+            rows.append(_row(name, f"epoch time, digits / {ref}", ratios[f"digits/{ref}"], ">=", 4.0, note))
         if f"subword/{ref}" in ratios:
             rows.append(_row(name, f"epoch time, subword / {ref}", ratios[f"subword/{ref}"], None, None,
                              "FoNE paper Table 1: 2.0"))  # fmt: skip
+        if result.get("sequence_ratio") is not None:
+            note = f"{ref} fed prompt + answer + eos, as the digit-wise baseline is"
+            rows.append(_row(name, f"epoch time, digits / {ref}_sequence", result["sequence_ratio"], None, None,
+                             note))  # fmt: skip
         if result.get("ceiling") is not None:
             note = f"the same Llama on {ref}'s token ids without number work: the sequence length alone"
             rows.append(_row(name, f"epoch time, digits / {ref}_ids_only (ceiling)", result["ceiling"], None, None,

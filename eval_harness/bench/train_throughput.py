@@ -10,6 +10,11 @@ models, tokenizers and losses are those of ``python -m eval_harness`` runs:
   the same batch size and the same fixed sequence of batches (``steps`` batches, the same examples per step);
 - a training step is the runner's: forward with the model's own loss (token CE; FoNE adds its digit-head loss),
   backward, gradient clipping at 1.0, AdamW step, ``zero_grad``; batches are trimmed to their longest sequence;
+- each method is fed as the runner feeds it (`eval_harness.methods.predict.train_format`): FoNE / xVal, whose
+  answers here are one [NUM] read by the head at "=", train on the prompts alone (``"[a]+[b]="``, the head at the
+  last position on the answer: the FoNE paper's own format), digit-wise and subword on prompt + answer + eos
+  (teacher forcing needs every answer token fed). ``--train-format sequence`` feeds every method prompt + answer +
+  eos;
 - each repetition runs ``steps`` optimizer steps of every method, in rotating order (so drifts of machine load hit
   all alike), timed as one block with a device synchronisation before each clock read.
 
@@ -17,8 +22,9 @@ When the reference is a numadapter method, a ceiling is timed in the same rotati
 reference's own transformers model (``model.base_model.model``) trained on the reference's token ids, attention mask
 and labels alone, without numadapter's number work (no features, no head, no side tensors). ``ceiling`` is
 ``digits / <reference>_ids_only``: the ratio an implementation of the reference would reach at zero cost for its
-number work, i.e. the cost of the shorter sequence alone. At FoNE Table 6 model 4 on 2 CPU cores it is about the
-sequence-length ratio (25.3 / 7.0 = 3.6 tokens), which is why the issue's ">= 4" is out of reach here.
+number work, i.e. the cost of the shorter sequence alone (about the sequence-length ratio: 25.3 / 5.0 tokens in
+the head format). When the reference trains in the head format, ``<reference>_sequence`` (the same model fed
+prompt + answer + eos, 7.0 tokens) is timed in the rotation too, so both formats' ratios come from one run.
 
 Reported per method: median seconds per step, examples/s, tokens/s (non-padding tokens), sequence lengths, and the
 time per epoch relative to the reference method (default FoNE): the median of the per-repetition ratios of block
@@ -55,7 +61,7 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-IDS_ONLY = ("input_ids", "attention_mask", "labels")
+IDS_ONLY = ("input_ids", "attention_mask", "labels", "shift_labels")
 
 
 def _trainer(
@@ -69,6 +75,9 @@ def _trainer(
     optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     if keys is not None:
         batches = [{k: batch[k] for k in keys if k in batch} for batch in batches]
+        for batch in batches:  # transformers computes a loss only with `labels` (then reads shift_labels instead)
+            if "shift_labels" in batch:
+                batch["labels"] = batch["shift_labels"]
 
     def steps(n: int) -> None:
         for batch in batches[:n]:
@@ -81,19 +90,37 @@ def _trainer(
     return steps
 
 
+def _feed(encoded: Any, form: str, batch_size: int, device: str) -> dict[str, Any]:
+    """The fixed batches of `encoded` in the runner's `form` ("sequence" / "head") and their token counts."""
+    head = form == "head"
+    make, lengths = (encoded.head_batch, encoded.prompt_lengths) if head else (encoded.batch, encoded.lengths)
+    index = torch.arange(len(encoded))
+    batches = [make(index[i : i + batch_size], device) for i in range(0, len(encoded), batch_size)]
+    return {
+        "batches": batches,
+        "tokens": int(lengths.sum()),
+        "padded_tokens": sum(int(b["input_ids"].numel()) for b in batches),
+        "seq_len_mean": float(lengths.float().mean()),
+    }
+
+
 def prepare(
     task_name: str, methods: Sequence[str], model_size: int, batch_size: int, steps: int, seed: int, device: str,
-    workdir: str,
+    workdir: str, fmt_request: str = "auto",
 ) -> dict[str, Any]:  # fmt: skip
     """Builds every method's model and its fixed batches on the same examples.
 
+    `fmt_request`: ``"auto"`` (each method fed as the runner feeds it) or ``"sequence"``.
+
     Returns:
         ``{"task": Task, "n_examples": int, "methods": {name: {"model", "batches", "tokens", "padded_tokens",
-        "seq_len_mean", "params"}}}``.
+        "seq_len_mean", "params", "train_format"}}}``; a method trained in the head format also has ``"sequence"``
+        (its batches and counts in the sequence format) and ``"sequence_batches"``.
     """
     from eval_harness.methods import get_method
     from eval_harness.methods.encode import number_places, numbers_of
     from eval_harness.methods.models import TABLE6, build
+    from eval_harness.methods.predict import train_format
     from eval_harness.metrics import target_value
     from eval_harness.tasks import get_task
 
@@ -117,16 +144,12 @@ def prepare(
         )  # fmt: skip
         encoded = built.codec.encode(examples, desc=f"encode ({name})")
         model = built.model.to(device).train()
-        index = torch.arange(len(examples))
-        batches = [encoded.batch(index[i : i + batch_size], device) for i in range(0, len(examples), batch_size)]
-        out["methods"][name] = {
-            "model": model,
-            "batches": batches,
-            "tokens": int(encoded.lengths.sum()),
-            "padded_tokens": sum(int(b["input_ids"].numel()) for b in batches),
-            "seq_len_mean": float(encoded.lengths.float().mean()),
-            "params": built.params,
-        }
+        fmt = train_format(method, built, encoded, fmt_request)
+        part = {"model": model, "params": built.params, "train_format": fmt, **_feed(encoded, fmt, batch_size, device)}
+        if fmt == "head":
+            part["sequence"] = _feed(encoded, "sequence", batch_size, device)
+            part["sequence_batches"] = part["sequence"]["batches"]
+        out["methods"][name] = part
     return out
 
 
@@ -145,6 +168,7 @@ def run(
     device: str | None = None,
     threads: int | None = None,
     clock: str = "wall",
+    train_format: str = "auto",
 ) -> dict[str, Any]:
     """Measures training throughput of `methods` side by side; returns per-method medians and epoch-time ratios.
 
@@ -162,13 +186,16 @@ def run(
         device: ``"cpu"`` / ``"cuda"`` (default: cuda when available).
         threads: ``torch.set_num_threads`` (None: torch's default).
         clock: ``"wall"`` (perf_counter) or ``"thread"`` (CPU time of this thread; needs cpu and ``threads=1``).
+        train_format: ``"auto"`` (each method fed as the runner feeds it) or ``"sequence"`` (every method on prompt
+            + answer + eos).
 
     Returns:
         A dict with ``setup``, per method ``step_s`` (median), ``examples_per_s``, ``tokens_per_s``,
         ``seq_len_mean``, ``epoch_s_estimate``, ``params``; ``epoch_time_ratio`` (``"<method>/<reference>"`` ->
         median of per-repetition ratios; with a numadapter reference also ``"<reference>_ids_only/<reference>"``),
-        ``ratio``: digits / reference when both were run, else None, and ``ceiling``: digits /
-        ``<reference>_ids_only`` (None without digits or with a plain reference).
+        ``ratio``: digits / reference when both were run, else None, ``ceiling``: digits /
+        ``<reference>_ids_only`` (None without digits or with a plain reference), and ``sequence_ratio``: digits /
+        ``<reference>_sequence`` (None unless the reference trains in the head format).
     """
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     methods = list(methods)
@@ -183,16 +210,22 @@ def run(
     if threads is not None:
         torch.set_num_threads(threads)
     with tempfile.TemporaryDirectory(prefix="train_throughput-") as workdir:
-        prepared = prepare(task, methods, model_size, batch_size, steps, seed, device, workdir)
+        prepared = prepare(task, methods, model_size, batch_size, steps, seed, device, workdir, train_format)
     parts = prepared["methods"]
     fns = {name: _trainer(part["model"], part["batches"], lr) for name, part in parts.items()}
     timed = list(methods)
     ceiling_name = f"{reference}_ids_only"
+    ref = parts[reference]
     if get_method(reference).backend == "numadapter":  # its transformers model on its ids alone (module docstring)
-        inner = parts[reference]["model"].base_model.model
-        fns[ceiling_name] = _trainer(inner, parts[reference]["batches"], lr, keys=IDS_ONLY)
-        parts[ceiling_name] = {**parts[reference], "model": inner}
+        inner = ref["model"].base_model.model
+        fns[ceiling_name] = _trainer(inner, ref["batches"], lr, keys=IDS_ONLY)
+        parts[ceiling_name] = {**ref, "model": inner}
         timed.append(ceiling_name)
+    if ref["train_format"] == "head":  # the same model in the sequence format, for comparison
+        sequence_name = f"{reference}_sequence"
+        fns[sequence_name] = _trainer(ref["model"], ref["sequence_batches"], lr)
+        parts[sequence_name] = {**ref, **ref["sequence"], "train_format": "sequence"}
+        timed.append(sequence_name)
     timer = time.perf_counter if clock == "wall" else time.thread_time
     for name in timed:
         fns[name](warmup)
@@ -218,6 +251,7 @@ def run(
             "tokens_per_s": part["tokens"] / block,
             "padded_tokens_per_s": part["padded_tokens"] / block,
             "seq_len_mean": part["seq_len_mean"],
+            "train_format": part["train_format"],
             "epoch_s_estimate": block / n_batches * steps_per_epoch,
             "params": part["params"],
         }
@@ -226,13 +260,16 @@ def run(
         for name in timed
         if name != reference
     }
-    ceiling = None
+    ceiling = sequence_ratio = None
     if ceiling_name in times and "digits" in times:
         ceiling = statistics.median(a / b for a, b in zip(times["digits"], times[ceiling_name]))
+    if f"{reference}_sequence" in times and "digits" in times:
+        sequence_ratio = statistics.median(a / b for a, b in zip(times["digits"], times[f"{reference}_sequence"]))
     return {
         "setup": {"task": task, "methods": methods, "reference": reference, "model_size": model_size,
                   "batch_size": batch_size, "steps": n_batches, "repeats": repeats, "warmup": warmup,
                   "device": device, "threads": torch.get_num_threads(), "clock": clock, "seed": seed,
+                  "train_format": train_format,
                   "number_places": list(prepared["places"]), "epoch_examples": n_train,
                   "steps_per_epoch": steps_per_epoch},
         "methods": per_method,
@@ -240,6 +277,7 @@ def run(
         "epoch_time_ratio": ratios,
         "ratio": ratios.get(f"digits/{reference}"),
         "ceiling": ceiling,
+        "sequence_ratio": sequence_ratio,
     }  # fmt: skip
 
 
@@ -249,7 +287,7 @@ def _print(result: dict[str, Any]) -> None:
     for name, row in result["methods"].items():
         print(
             f"  {name:10s} {row['step_s'] * 1000:9.2f} ms/step  {row['examples_per_s']:9.1f} examples/s  "
-            f"{row['tokens_per_s']:10.0f} tokens/s  seq {row['seq_len_mean']:5.1f}  "
+            f"{row['tokens_per_s']:10.0f} tokens/s  seq {row['seq_len_mean']:5.1f} ({row['train_format']})  "
             f"epoch ~{row['epoch_s_estimate']:8.1f} s ({setup['epoch_examples']} examples)"
         )
     for key, value in result["epoch_time_ratio"].items():
@@ -257,6 +295,8 @@ def _print(result: dict[str, Any]) -> None:
         print(f"  epoch time {key}: x{value:.3f}{goal}")
     if result["ceiling"] is not None:
         print(f"  ceiling digits / {setup['reference']}_ids_only: x{result['ceiling']:.3f} (zero-cost number work)")
+    if result["sequence_ratio"] is not None:
+        print(f"  digits / {setup['reference']}_sequence: x{result['sequence_ratio']:.3f} (fed prompt + answer + eos)")
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -277,12 +317,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--clock", default="wall", choices=["wall", "thread"], help="thread: CPU time of this thread (--threads 1)"
     )
+    parser.add_argument(
+        "--train-format", default="auto", choices=["auto", "sequence"],
+        help="auto: each method fed as the runner feeds it (FoNE / xVal: prompts alone); sequence: prompt + answer",
+    )  # fmt: skip
     parser.add_argument("--json", default=None, help="also write the result to this JSON file")
     args = parser.parse_args(argv)
     result = run(
         task=args.task, methods=[m for m in args.methods.split(",") if m], reference=args.reference,
         model_size=args.model_size, batch_size=args.batch_size, steps=args.steps, repeats=args.repeats,
         warmup=args.warmup, seed=args.seed, device=args.device, threads=args.threads, clock=args.clock,
+        train_format=args.train_format,
     )  # fmt: skip
     _print(result)
     write_json(result, args.json)

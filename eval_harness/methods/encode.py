@@ -8,7 +8,10 @@ Every example becomes ``prompt ids + answer ids + [eos]``, right-padded:
   prompt: with ``digits`` + [AGG] the answer stays plain digit tokens (an [AGG] before the answer would carry the
   answer's own digits into its input, and generation cannot produce it; `numadapter.generation` never does);
 - labels are -100 on the prompt and on padding: the loss is on the answer and the end-of-sequence token only
-  (completion-only training, as the FoNE paper's "a+b=" task and the NTL paper's arithmetic are trained);
+  (completion-only training, as the NTL paper's arithmetic is trained);
+- an answer read by a number head (one [NUM], FoNE / xVal) can instead be trained without being fed
+  (`EncodedSet.head_batch`: the prompt alone, its last position trained on the answer), as the FoNE paper trains
+  its "a+b=" tasks; `eval_harness.runner` picks that format where it applies (``RunSpec.train_format``);
 - fone / xval (numadapter): each number is one [NUM] with its side tensors (`numadapter.tokenization`).
 
 Tensors are built in chunks (``return_tensors="pt"``), never as Python lists of every digit, so the paper's
@@ -73,6 +76,43 @@ class EncodedSet:
 
     def prompt_batch(self, index: torch.Tensor, device: torch.device | str) -> dict[str, torch.Tensor]:
         """The prompts of rows `index` alone, right-padded (answer tokens replaced by padding), on `device`."""
+        return {key: value.to(device) for key, value in self._prompts(index).items()}
+
+    def head_batch(self, index: torch.Tensor, device: torch.device | str) -> dict[str, torch.Tensor]:
+        """The training batch of rows `index` for an answer read by a number head: the prompts alone, the last
+        prompt position trained on the answer's token ([NUM]) and number, which are not fed (as the FoNE paper
+        trains its "a+b=" tasks: the head reads the answer at "=").
+
+        Every row's answer must be one [NUM] followed by eos (`eval_harness.methods.predict.single_number_rows`).
+
+        Returns:
+            ``input_ids`` / ``attention_mask`` / ``num_*`` ``[B, W]`` (W: the longest prompt), ``shift_labels``
+            ``[B, W]`` (labels aligned with the logits: -100 but at each prompt's last position) and
+            ``labels_num_*`` aligned with them, on `device`.
+        """
+        lengths = self.prompt_lengths[index]
+        rows = torch.arange(len(index))
+        if "num_mask" not in self.numbers:
+            raise ValueError("head_batch needs the number tensors of a method with a [NUM] token; use `batch`.")
+        one_num = (self.lengths[index] - lengths == 2) & (self.numbers["num_mask"][index, lengths] == 1)  # (B,)
+        if not bool(one_num.all()):
+            first = int(index[~one_num][0])
+            raise ValueError(
+                f"head_batch needs every answer to be one [NUM] followed by eos; row {first} is not "
+                f"({int((self.lengths - self.prompt_lengths)[first])} answer tokens): train it with `batch` instead."
+            )
+        out = self._prompts(index)
+        last = lengths - 1  # (B,)
+        shift_labels = torch.full_like(out["input_ids"], IGNORE_INDEX)
+        shift_labels[rows, last] = self.input_ids[index, lengths]
+        out["shift_labels"] = shift_labels
+        for key, value in self.numbers.items():
+            side = torch.zeros_like(out[key])
+            side[rows, last] = value[index, lengths]
+            out["labels_" + key] = side
+        return {key: value.to(device, non_blocking=True) for key, value in out.items()}
+
+    def _prompts(self, index: torch.Tensor) -> dict[str, torch.Tensor]:
         lengths = self.prompt_lengths[index]
         width = int(lengths.max())
         keep = torch.arange(width).unsqueeze(0) < lengths.unsqueeze(1)  # (B, W)
@@ -84,7 +124,7 @@ class EncodedSet:
             rows = value[index, :width]
             mask = keep if rows.dim() == 2 else keep.unsqueeze(-1)
             out[key] = torch.where(mask, rows, torch.zeros((), dtype=rows.dtype))
-        return {key: value.to(device) for key, value in out.items()}
+        return out
 
 
 def _cat_ragged(parts: Sequence[tuple[torch.Tensor, torch.Tensor]], fill: float | int) -> torch.Tensor:

@@ -88,6 +88,25 @@ def single_number_rows(encoded: EncodedSet, num_token_id: int | None) -> torch.T
     return one_token & (encoded.input_ids[rows, encoded.prompt_lengths] == num_token_id)
 
 
+TRAIN_FORMATS = ("auto", "sequence")
+
+
+def train_format(method: Method, built: Built, encoded: EncodedSet, requested: str = "auto") -> str:
+    """How a training set is fed: ``"head"`` (`EncodedSet.head_batch`: prompts alone, the last prompt position
+    trained on the answer) or ``"sequence"`` (`EncodedSet.batch`: prompt + answer + eos).
+
+    ``"head"`` when `requested` is ``"auto"``, the method predicts with a number head (FoNE / xVal) and every answer
+    is one [NUM]: the head then reads each answer at the last prompt position, so feeding the answer and its eos
+    trains nothing prediction uses. ``"sequence"`` otherwise, and always when `requested` is ``"sequence"``.
+    """
+    if requested not in TRAIN_FORMATS:
+        raise ValueError(f"`train_format` must be one of {list(TRAIN_FORMATS)}, got {requested!r}.")
+    if requested == "sequence" or method.prediction not in ("fone_head", "xval_head"):
+        return "sequence"
+    num_id = built.number_tokenizer.num_token_id if built.number_tokenizer is not None else None
+    return "head" if bool(single_number_rows(encoded, num_id).all()) else "sequence"
+
+
 def _batches(n: int, batch_size: int, desc: str):
     return tqdm(range(0, n, batch_size), desc=desc, leave=False, unit="batch")
 

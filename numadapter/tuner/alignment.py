@@ -8,6 +8,8 @@ DESIGN.md point 3:
 - T5 (`seq2seq_targets`): decoder hidden state t predicts ``labels[t]``; the number head at t is trained on the
   number of ``labels[t]``. Decoder inputs are the labels shifted right, and so are their number tensors
   (`shift_right_numbers`): decoder position t carries the number of ``labels[t-1]``.
+- Causal LM with ``shift_labels`` (labels already aligned with the logits) and ``labels_num_*``: the same function
+  as T5 (`seq2seq_targets`); the last position can then be trained on a number that is not fed.
 
 Every function takes and returns plain tensors (no model), so tests pin them with hand-made inputs.
 """

@@ -12,7 +12,8 @@ Names of the keyword arguments `NumberAdapterModel.forward` accepts:
   encoder input).
 - ``labels_num_mask``, ``labels_num_digits``, ``labels_num_sign``, ``labels_num_values`` (T5): aligned with
   ``labels``; the number-head targets, and (shifted right, like the labels) the decoder-input numbers when
-  ``decoder_input_ids`` is not given.
+  ``decoder_input_ids`` is not given. Causal LMs take them with ``shift_labels`` (labels aligned with the logits):
+  the number-head targets at the same positions.
 - ``decoder_num_mask``, ... (T5): aligned with an explicit ``decoder_input_ids`` (generation).
 - ``number_texts`` (a list, from the tokenizer) is accepted and ignored.
 """
@@ -110,8 +111,9 @@ def _side(
     checks: _Checks,
 ) -> NumberInputs | None:
     """Validates one side's tensors against its ids (shapes now, contents via `checks`)."""
-    prefix = PREFIXES["labels" if name == "labels" else ("input" if name in ("input", "encoder") else "decoder")]
-    ids_name = {"input": "input_ids", "encoder": "input_ids", "labels": "labels", "decoder": "decoder_input_ids"}[name]
+    labels_side = name in ("labels", "shift_labels")
+    prefix = PREFIXES["labels" if labels_side else ("input" if name in ("input", "encoder") else "decoder")]
+    ids_name = {"input": "input_ids", "encoder": "input_ids", "decoder": "decoder_input_ids"}.get(name, name)
     token = config.num_token if config.encoding != "digits" else config.agg_token
     if marker is None:  # plain digits: no number tokens, nothing may be marked
         if given and "mask" in given:
@@ -205,16 +207,27 @@ def plan_causal(
     labels: torch.Tensor | None,
     given: dict[str, dict[str, torch.Tensor]],
     with_head: bool,
+    shifted: bool = False,
 ) -> NumberPlan:
-    """Validates and aligns a causal-LM call (see `alignment.causal_targets`)."""
-    if set(given) - {"input"}:
-        raise ValueError(f"a causal LM takes `num_*` tensors only, got {sorted(given)} side tensors.")
+    """Validates and aligns a causal-LM call.
+
+    `labels` aligned with `input_ids` (shifted inside, `alignment.causal_targets`), or with `shifted` aligned with
+    the logits (``shift_labels``; the number targets are then the ``labels_num_*`` tensors at the same positions,
+    `alignment.seq2seq_targets`).
+    """
+    allowed = {"input", "labels"} if shifted else {"input"}
+    if set(given) - allowed:
+        hint = "" if shifted else " (`labels_num_*` go with `shift_labels`)"
+        raise ValueError(f"a causal LM takes `num_*` tensors only{hint}, got {sorted(given)} side tensors.")
     if input_ids is None:
         if given:
             raise ValueError("number tensors need `input_ids` (they are aligned with them), got inputs_embeds only.")
-        return NumberPlan(sides={}, lm_labels=None if labels is None else causal_lm_labels(labels))
+        lm_labels = None if labels is None else (labels if shifted else causal_lm_labels(labels))
+        return NumberPlan(sides={}, lm_labels=lm_labels)
     checks = _Checks()
     side = _side("input", input_ids, given.get("input"), config, marker, checks)
+    if shifted:
+        return _plan_shifted(config, marker, input_ids, labels, given, with_head, side, checks)
     if labels is not None:
         if labels.shape != input_ids.shape:
             raise ValueError(f"`labels` has shape {tuple(labels.shape)}, `input_ids` {tuple(input_ids.shape)}.")
@@ -233,6 +246,32 @@ def plan_causal(
     checks.run()
     sides = {"input": side} if side is not None and _locate(side) else {}
     plan = NumberPlan(sides=sides, targets=targets, lm_labels=None if labels is None else causal_lm_labels(labels))
+    if targets is not None:
+        plan.target_index = targets.mask.nonzero(as_tuple=True)
+    return plan
+
+
+def _plan_shifted(
+    config: NumberAdapterConfig,
+    marker: int | None,
+    input_ids: torch.Tensor,
+    shift_labels: torch.Tensor,
+    given: dict[str, dict[str, torch.Tensor]],
+    with_head: bool,
+    side: NumberInputs | None,
+    checks: _Checks,
+) -> NumberPlan:
+    """`plan_causal` with ``shift_labels``: targets read at the same position from ``labels_num_*``."""
+    if shift_labels.shape != input_ids.shape:
+        raise ValueError(
+            f"`shift_labels` has shape {tuple(shift_labels.shape)}, `input_ids` {tuple(input_ids.shape)}: "
+            "shift_labels[:, t] is the label of logits[:, t], one per input position."
+        )
+    label_side = _side("shift_labels", shift_labels, given.get("labels"), config, marker, checks)
+    targets = seq2seq_targets(shift_labels, marker, label_side) if label_side is not None and with_head else None
+    checks.run()
+    sides = {"input": side} if side is not None and _locate(side) else {}
+    plan = NumberPlan(sides=sides, targets=targets, lm_labels=shift_labels)
     if targets is not None:
         plan.target_index = targets.mask.nonzero(as_tuple=True)
     return plan

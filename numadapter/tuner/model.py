@@ -283,6 +283,11 @@ class NumberAdapterModel(LoraModel):
         ``num_items_in_batch`` (CE normaliser, see `numadapter.tuner.loss`), and the number tensors of
         `numadapter.tuner.inputs` (``num_mask``, ``num_digits``, ``num_sign``, ``num_values``; T5 also
         ``labels_num_*`` / ``decoder_num_*``).
+
+        Causal LMs also take ``shift_labels`` (transformers' name) instead of ``labels``: labels already aligned with
+        the logits (``shift_labels[t]`` is what position t predicts), with ``labels_num_*`` aligned with them. Then a
+        sequence may end at the position that predicts a number, e.g. a prompt whose last position is trained on
+        the answer's [NUM] without the answer being fed (`numadapter.tuner.alignment`).
         """
         if args:
             if len(args) > 1 or "input_ids" in kwargs:
@@ -295,11 +300,9 @@ class NumberAdapterModel(LoraModel):
         config = self.peft_config[adapter]
         modules = self.number_modules[adapter]
         arch = self._binding["arch"]
-        labels = kwargs.pop("labels", None)
+        labels, shifted = _pop_labels(kwargs, arch.is_encoder_decoder)
         num_items_in_batch = kwargs.pop("num_items_in_batch", None)
         return_dict = kwargs.pop("return_dict", None)
-        if labels is not None and kwargs.get("shift_labels") is not None:
-            raise ValueError("`shift_labels` is not supported by numadapter; pass `labels` aligned with input_ids.")
         if labels is not None and kwargs.get("logits_to_keep") not in (None, 0):
             raise ValueError(
                 f"training needs logits at every position, got logits_to_keep={kwargs['logits_to_keep']}."
@@ -322,7 +325,7 @@ class NumberAdapterModel(LoraModel):
                 kwargs["decoder_input_ids"] = plan.decoder_input_ids
             current = None
         else:
-            plan = plan_causal(config, marker, kwargs.get("input_ids"), labels, given, with_head)
+            plan = plan_causal(config, marker, kwargs.get("input_ids"), labels, given, with_head, shifted)
             current = "input"
         want_rows = bool(
             (modules.needs_digit_embeddings and plan.sides)
@@ -358,3 +361,22 @@ class NumberAdapterModel(LoraModel):
         cls = NumberSeq2SeqLMOutput if arch.is_encoder_decoder else NumberCausalLMOutput
         result = cls(**dict(out.items()), **fields)
         return result.to_tuple() if return_dict is False else result
+
+
+def _pop_labels(kwargs: dict, encoder_decoder: bool) -> tuple[torch.Tensor | None, bool]:
+    """Removes ``labels`` / ``shift_labels`` from `kwargs`; returns ``(labels, shifted)`` (shifted: aligned with the
+    logits, causal LMs only)."""
+    labels = kwargs.pop("labels", None)
+    shift_labels = kwargs.pop("shift_labels", None)
+    if shift_labels is None:
+        return labels, False
+    if encoder_decoder:
+        raise ValueError(
+            "`shift_labels` is for causal LMs; T5 labels are already aligned with the decoder outputs: pass `labels`."
+        )
+    if labels is not None:
+        raise ValueError(
+            "got both `labels` and `shift_labels`; pass one: `labels` aligned with input_ids (the model shifts them), "
+            "or `shift_labels` aligned with the logits."
+        )
+    return shift_labels, True
