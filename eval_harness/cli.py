@@ -245,7 +245,10 @@ def _run(args: argparse.Namespace, out: TextIO) -> None:
     results_dir = args.out if args.out is not None else DEFAULT_RESULTS / preset.name
     if args.dry_run:
         for spec in specs:
-            out.write(f"{spec.experiment}/{spec.run_id}  lr={spec.lr:g} epochs={spec.epochs} device={spec.device}\n")
+            out.write(
+                f"{spec.experiment}/{spec.run_id}  lr={spec.lr:g} epochs={spec.epochs} device={spec.device} "
+                f"train_format={spec.train_format}\n"
+            )
         return
     from .report import build_report
     from .runner import run_specs

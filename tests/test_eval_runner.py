@@ -220,6 +220,17 @@ def test_train_format_is_head_only_for_head_methods_with_one_num_answers(tmp_pat
         RunSpec(preset="x", experiment="x", task="fone_decimal_add_6", method="fone", train_size=4, train_format="x")
 
 
+def test_train_format_override_reaches_every_run(capsys):
+    preset = get_preset("cpu-small")
+    assert {s.train_format for s in expand(preset, experiments=["data_size"])} == {"auto"}
+    specs = expand(preset, experiments=["data_size"], train_format="sequence")
+    assert specs and {s.train_format for s in specs} == {"sequence"}
+    assert main(["run", "--preset", "tiny", "--train-format", "sequence", "--dry-run"]) == 0
+    assert "data_size/fone-n16-m1-s0  lr=0.001 epochs=1 device=cpu train_format=sequence" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["run", "--preset", "tiny", "--train-format", "head", "--dry-run"])
+
+
 def test_digit_codec_labels_the_answer_digits_and_eos_only(tmp_path_factory):
     tokenizer = _tokenizer(tmp_path_factory)
     codec = Codec(tokenizer, tokenizer, tokenizer, side=False)
