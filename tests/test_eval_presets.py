@@ -324,3 +324,29 @@ def test_headline_table_gives_every_method_the_same_budget_with_weight_decay():
     assert {s.weight_decay for s in expand(get_preset("cpu-small"), experiments=["data_size"], weight_decay=0.0)} == {
         0.0
     }  # the CLI's --weight-decay still overrides it
+
+
+# -- the paper preset ------------------------------------------------------------------------------------------------
+
+
+def test_every_scratch_table_of_the_paper_preset_runs_from_the_cli_at_toy_sizes(tmp_path):
+    """The paper preset is sized for GPUs; its every scratch table, method and task still runs end to end on CPU
+    with the budget overridden (one epoch of 32 examples on model 1), and keeps its per-method learning rates."""
+    out = tmp_path / "paper"
+    argv = ["run", "--preset", "paper", "--device", "cpu", "--threads", "1", "--train-sizes", "32", "--epochs", "1",
+            "--n-test", "8", "--batch-size", "16", "--model-sizes", "1", "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    paper = get_preset("paper")
+    for table in paper.experiments:
+        if table.regime != "scratch":
+            continue
+        files = {p.name for p in (out / table.name).glob("*.json")}
+        assert files == {f"{m}-n32-m1-s0.json" for m in table.methods}, table.name
+        for method in table.methods:
+            result = json.loads((out / table.name / f"{method}-n32-m1-s0.json").read_text())
+            assert result["preset"] == "paper" and result["task"] == table.task
+            assert result["config"]["lr"] == table.lr_by_method.get(method, table.lr)
+            assert result["config"]["epochs"] == 1
+            assert result["metrics"]["exact_match"]["n_total"] == 8
+    assert not (out / "adapter").exists()  # needs --base
+    assert (out / "report.md").read_text().count("## ") >= 6
