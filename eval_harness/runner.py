@@ -194,7 +194,7 @@ class _Run:
             self.optimizer, lambda step: lr_factor(step, total, warmup, spec.schedule)
         )
         self.order = torch.Generator().manual_seed(spec.seed)
-        self.format = train_format(method, built, train, spec.train_format)
+        self.format = train_format(method, train, spec.train_format)
         self.batch = train.head_batch if self.format == "head" else train.batch
         # tokens each example feeds per epoch: the prompt alone in the head format
         self.lengths = train.prompt_lengths if self.format == "head" else train.lengths

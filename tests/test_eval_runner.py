@@ -18,7 +18,7 @@ from eval_harness.cli import main
 from eval_harness.methods import METHODS, NTL_KINDS, Method, get_method
 from eval_harness.methods.encode import Codec, EncodedSet, _cat_ragged, number_places
 from eval_harness.methods.models import Built
-from eval_harness.methods.predict import fone_answers, predict, round_like, single_number_rows
+from eval_harness.methods.predict import fone_answers, predict, round_like
 from eval_harness.presets import PRESETS, expand, get_preset
 from eval_harness.runner import RunSpec, lr_factor
 from eval_harness.tasks import get_task
@@ -166,8 +166,9 @@ def test_fone_codec_layout_is_prompt_then_one_num_then_eos(tmp_path_factory):
     assert enc.prompt_lengths.tolist() == [5, 5]
     assert enc.numbers["num_digits"][0, 5].tolist() == [0, 0, 0, 3, 5, 0, 0]  # 3.5 with m = 4, n = 3
     assert enc.numbers["num_digits"][1, 3].tolist() == [0, 0, 2, 0, 2, 5, 0]  # 20.25
-    assert single_number_rows(enc, num).tolist() == [True, True]
-    assert single_number_rows(enc, None).tolist() == [False, False]  # no [NUM] token: no head path
+    assert enc.one_number_answers().tolist() == [True, True]
+    plain = Codec(tokenizer, tokenizer, tokenizer, side=False).encode(examples)
+    assert plain.one_number_answers().tolist() == [False, False]  # no [NUM] token: no head path
     prompt = enc.prompt_batch(torch.tensor([1, 0]), "cpu")
     assert prompt["input_ids"].tolist() == [[bos, num, plus, num, eq]] * 2  # the answer [NUM] is gone
     assert prompt["num_mask"].tolist() == [[0, 1, 0, 1, 0]] * 2
@@ -205,17 +206,16 @@ def test_train_format_is_head_only_for_head_methods_with_one_num_answers(tmp_pat
     from eval_harness.methods.predict import train_format
 
     tokenizer = _tokenizer(tmp_path_factory)
-    codec, ntok, config = _fone_codec(tokenizer, int_digits=3)
-    built = Built(None, codec, ntok.tokenizer, ntok, config)
+    codec, _, _ = _fone_codec(tokenizer, int_digits=3)
     one_num = codec.encode([Example("1.5+2=", "3.5", "3.5")])
     too_wide = codec.encode([Example("1.5+2=", "3.5", "3.5"), Example("999.5+25=", "1024.5", "1024.5")])
-    assert train_format(get_method("fone"), built, one_num) == "head"
-    assert train_format(get_method("xval"), built, one_num) == "head"
-    assert train_format(get_method("fone"), built, one_num, "sequence") == "sequence"
-    assert train_format(get_method("fone"), built, too_wide) == "sequence"  # "1024.5" stays text: not one [NUM]
-    assert train_format(get_method("digits"), built, one_num) == "sequence"  # no head: teacher-forced digits
+    assert train_format(get_method("fone"), one_num) == "head"
+    assert train_format(get_method("xval"), one_num) == "head"
+    assert train_format(get_method("fone"), one_num, "sequence") == "sequence"
+    assert train_format(get_method("fone"), too_wide) == "sequence"  # "1024.5" stays text: not one [NUM]
+    assert train_format(get_method("digits"), one_num) == "sequence"  # no head: teacher-forced digits
     with pytest.raises(ValueError, match=r"`train_format` must be one of \['auto', 'sequence'\], got 'head'"):
-        train_format(get_method("fone"), built, one_num, "head")
+        train_format(get_method("fone"), one_num, "head")
     with pytest.raises(ValueError, match="`train_format` must be one of"):
         RunSpec(preset="x", experiment="x", task="fone_decimal_add_6", method="fone", train_size=4, train_format="x")
 
@@ -327,7 +327,7 @@ def test_head_path_falls_back_to_generation_loudly_when_an_answer_is_not_one_num
     codec, ntok, config = _fone_codec(tokenizer, int_digits=3)  # 3 integer places: "1024.5" stays text
     examples = [Example("1.5+2.25=", "3.75", "3.75"), Example("999.5+25=", "1024.5", "1024.5")]
     enc = codec.encode(examples)
-    assert P.single_number_rows(enc, ntok.num_token_id).tolist() == [True, False]
+    assert enc.one_number_answers().tolist() == [True, False]
     generated = []
     monkeypatch.setattr(P, "_generate_numadapter", lambda built, prompts, *a: generated.extend(prompts) or ["0"] * 2)
     built = Built(_OracleFoNE(config.int_digits, config.frac_digits), codec, ntok.tokenizer, ntok, config)

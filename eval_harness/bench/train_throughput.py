@@ -115,7 +115,7 @@ def prepare(
     Returns:
         ``{"task": Task, "n_examples": int, "methods": {name: {"model", "batches", "tokens", "padded_tokens",
         "seq_len_mean", "params", "train_format"}}}``; a method trained in the head format also has ``"sequence"``
-        (its batches and counts in the sequence format) and ``"sequence_batches"``.
+        (its batches and counts in the sequence format).
     """
     from eval_harness.methods import get_method
     from eval_harness.methods.encode import number_places, numbers_of
@@ -144,11 +144,10 @@ def prepare(
         )  # fmt: skip
         encoded = built.codec.encode(examples, desc=f"encode ({name})")
         model = built.model.to(device).train()
-        fmt = train_format(method, built, encoded, fmt_request)
+        fmt = train_format(method, encoded, fmt_request)
         part = {"model": model, "params": built.params, "train_format": fmt, **_feed(encoded, fmt, batch_size, device)}
         if fmt == "head":
             part["sequence"] = _feed(encoded, "sequence", batch_size, device)
-            part["sequence_batches"] = part["sequence"]["batches"]
         out["methods"][name] = part
     return out
 
@@ -223,7 +222,7 @@ def run(
         timed.append(ceiling_name)
     if ref["train_format"] == "head":  # the same model in the sequence format, for comparison
         sequence_name = f"{reference}_sequence"
-        fns[sequence_name] = _trainer(ref["model"], ref["sequence_batches"], lr)
+        fns[sequence_name] = _trainer(ref["model"], ref["sequence"]["batches"], lr)
         parts[sequence_name] = {**ref, **ref["sequence"], "train_format": "sequence"}
         timed.append(sequence_name)
     timer = time.perf_counter if clock == "wall" else time.thread_time

@@ -83,7 +83,7 @@ class EncodedSet:
         prompt position trained on the answer's token ([NUM]) and number, which are not fed (as the FoNE paper
         trains its "a+b=" tasks: the head reads the answer at "=").
 
-        Every row's answer must be one [NUM] followed by eos (`eval_harness.methods.predict.single_number_rows`).
+        Every row's answer must be one [NUM] followed by eos (`one_number_answers`).
 
         Returns:
             ``input_ids`` / ``attention_mask`` / ``num_*`` ``[B, W]`` (W: the longest prompt), ``shift_labels``
@@ -92,9 +92,7 @@ class EncodedSet:
         """
         lengths = self.prompt_lengths[index]
         rows = torch.arange(len(index))
-        if "num_mask" not in self.numbers:
-            raise ValueError("head_batch needs the number tensors of a method with a [NUM] token; use `batch`.")
-        one_num = (self.lengths[index] - lengths == 2) & (self.numbers["num_mask"][index, lengths] == 1)  # (B,)
+        one_num = self.one_number_answers()[index]  # (B,)
         if not bool(one_num.all()):
             first = int(index[~one_num][0])
             raise ValueError(
@@ -111,6 +109,14 @@ class EncodedSet:
             side[rows, last] = value[index, lengths]
             out["labels_" + key] = side
         return {key: value.to(device, non_blocking=True) for key, value in out.items()}
+
+    def one_number_answers(self) -> torch.Tensor:
+        """bool ``[N]``: which answers are exactly one number token ([NUM]) followed by eos, so that a number head
+        reads the whole answer at the last prompt position (all False without number tensors)."""
+        if "num_mask" not in self.numbers:
+            return torch.zeros(len(self), dtype=torch.bool)
+        at_answer = self.numbers["num_mask"][torch.arange(len(self)), self.prompt_lengths] == 1  # (N,)
+        return ((self.lengths - self.prompt_lengths) == 2) & at_answer
 
     def _prompts(self, index: torch.Tensor) -> dict[str, torch.Tensor]:
         lengths = self.prompt_lengths[index]

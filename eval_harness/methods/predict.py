@@ -79,19 +79,10 @@ def round_like(value: float, target: str) -> str:
     return canonical_number(exact)
 
 
-def single_number_rows(encoded: EncodedSet, num_token_id: int | None) -> torch.Tensor:
-    """bool ``[N]``: which answers are exactly one [NUM] token followed by eos (so a head reads the whole answer)."""
-    if num_token_id is None:
-        return torch.zeros(len(encoded), dtype=torch.bool)
-    rows = torch.arange(len(encoded))
-    one_token = (encoded.lengths - encoded.prompt_lengths) == 2  # (N,)
-    return one_token & (encoded.input_ids[rows, encoded.prompt_lengths] == num_token_id)
-
-
 TRAIN_FORMATS = ("auto", "sequence")
 
 
-def train_format(method: Method, built: Built, encoded: EncodedSet, requested: str = "auto") -> str:
+def train_format(method: Method, encoded: EncodedSet, requested: str = "auto") -> str:
     """How a training set is fed: ``"head"`` (`EncodedSet.head_batch`: prompts alone, the last prompt position
     trained on the answer) or ``"sequence"`` (`EncodedSet.batch`: prompt + answer + eos).
 
@@ -103,8 +94,7 @@ def train_format(method: Method, built: Built, encoded: EncodedSet, requested: s
         raise ValueError(f"`train_format` must be one of {list(TRAIN_FORMATS)}, got {requested!r}.")
     if requested == "sequence" or method.prediction not in ("fone_head", "xval_head"):
         return "sequence"
-    num_id = built.number_tokenizer.num_token_id if built.number_tokenizer is not None else None
-    return "head" if bool(single_number_rows(encoded, num_id).all()) else "sequence"
+    return "head" if bool(encoded.one_number_answers().all()) else "sequence"
 
 
 def _batches(n: int, batch_size: int, desc: str):
@@ -200,11 +190,10 @@ def predict(
     was_training = built.model.training
     built.model.eval()
     try:
-        num_id = built.number_tokenizer.num_token_id if built.number_tokenizer is not None else None
         head = method.prediction in ("fone_head", "xval_head")
         reason = ""
         if head:
-            single = single_number_rows(encoded, num_id)
+            single = encoded.one_number_answers()
             if not bool(single.all()):
                 first = int((~single).nonzero()[0])
                 reason = (
