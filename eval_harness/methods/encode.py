@@ -92,7 +92,7 @@ class EncodedSet:
         """
         lengths = self.prompt_lengths[index]
         rows = torch.arange(len(index))
-        one_num = self.one_number_answers()[index]  # (B,)
+        one_num = self.one_number_answers(index)  # (B,)
         if not bool(one_num.all()):
             first = int(index[~one_num][0])
             raise ValueError(
@@ -110,13 +110,16 @@ class EncodedSet:
             out["labels_" + key] = side
         return {key: value.to(device, non_blocking=True) for key, value in out.items()}
 
-    def one_number_answers(self) -> torch.Tensor:
-        """bool ``[N]``: which answers are exactly one number token ([NUM]) followed by eos, so that a number head
-        reads the whole answer at the last prompt position (all False without number tensors)."""
+    def one_number_answers(self, index: torch.Tensor | None = None) -> torch.Tensor:
+        """bool ``[N]`` (or ``[B]`` for rows `index`): which answers are exactly one number token ([NUM]) followed by
+        eos, so that a number head reads the whole answer at the last prompt position (all False without number
+        tensors)."""
+        index = torch.arange(len(self)) if index is None else index
         if "num_mask" not in self.numbers:
-            return torch.zeros(len(self), dtype=torch.bool)
-        at_answer = self.numbers["num_mask"][torch.arange(len(self)), self.prompt_lengths] == 1  # (N,)
-        return ((self.lengths - self.prompt_lengths) == 2) & at_answer
+            return torch.zeros(len(index), dtype=torch.bool)
+        prompt = self.prompt_lengths[index]
+        at_answer = self.numbers["num_mask"][index, prompt] == 1
+        return ((self.lengths[index] - prompt) == 2) & at_answer
 
     def _prompts(self, index: torch.Tensor) -> dict[str, torch.Tensor]:
         lengths = self.prompt_lengths[index]

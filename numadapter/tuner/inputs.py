@@ -226,55 +226,56 @@ def plan_causal(
         return NumberPlan(sides={}, lm_labels=lm_labels)
     checks = _Checks()
     side = _side("input", input_ids, given.get("input"), config, marker, checks)
-    if shifted:
-        return _plan_shifted(config, marker, input_ids, labels, given, with_head, side, checks)
-    if labels is not None:
-        if labels.shape != input_ids.shape:
-            raise ValueError(f"`labels` has shape {tuple(labels.shape)}, `input_ids` {tuple(input_ids.shape)}.")
-        if marker is not None:
-            orphan = (labels == marker) & (input_ids != marker)
-            checks.add(
-                orphan,
-                lambda: (
-                    f"`labels` has the number token (id {marker}) at {_first(orphan)} where "
-                    "`input_ids` does not, so its number is unknown: labels must be a (masked) copy of input_ids."
-                ),
-            )
     targets = None
-    if side is not None and labels is not None and with_head:
-        targets = causal_targets(labels, marker, side)
+    if shifted:
+        targets = _shifted_targets(config, marker, input_ids, labels, given.get("labels"), with_head, checks)
+        lm_labels = labels
+    else:
+        if labels is not None:
+            _check_labels(marker, input_ids, labels, checks)
+        if side is not None and labels is not None and with_head:
+            targets = causal_targets(labels, marker, side)
+        lm_labels = None if labels is None else causal_lm_labels(labels)
     checks.run()
     sides = {"input": side} if side is not None and _locate(side) else {}
-    plan = NumberPlan(sides=sides, targets=targets, lm_labels=None if labels is None else causal_lm_labels(labels))
+    plan = NumberPlan(sides=sides, targets=targets, lm_labels=lm_labels)
     if targets is not None:
         plan.target_index = targets.mask.nonzero(as_tuple=True)
     return plan
 
 
-def _plan_shifted(
+def _check_labels(marker: int | None, input_ids: torch.Tensor, labels: torch.Tensor, checks: _Checks) -> None:
+    """`labels` aligned with `input_ids`: same shape, and a [NUM] label only where the input has that [NUM]."""
+    if labels.shape != input_ids.shape:
+        raise ValueError(f"`labels` has shape {tuple(labels.shape)}, `input_ids` {tuple(input_ids.shape)}.")
+    if marker is not None:
+        orphan = (labels == marker) & (input_ids != marker)
+        checks.add(
+            orphan,
+            lambda: (
+                f"`labels` has the number token (id {marker}) at {_first(orphan)} where "
+                "`input_ids` does not, so its number is unknown: labels must be a (masked) copy of input_ids."
+            ),
+        )
+
+
+def _shifted_targets(
     config: NumberAdapterConfig,
     marker: int | None,
     input_ids: torch.Tensor,
     shift_labels: torch.Tensor,
-    given: dict[str, dict[str, torch.Tensor]],
+    given: dict[str, torch.Tensor] | None,
     with_head: bool,
-    side: NumberInputs | None,
     checks: _Checks,
-) -> NumberPlan:
-    """`plan_causal` with ``shift_labels``: targets read at the same position from ``labels_num_*``."""
+) -> NumberTargets | None:
+    """The number targets of a causal call with ``shift_labels``: read at the same position from ``labels_num_*``."""
     if shift_labels.shape != input_ids.shape:
         raise ValueError(
             f"`shift_labels` has shape {tuple(shift_labels.shape)}, `input_ids` {tuple(input_ids.shape)}: "
             "shift_labels[:, t] is the label of logits[:, t], one per input position."
         )
-    label_side = _side("shift_labels", shift_labels, given.get("labels"), config, marker, checks)
-    targets = seq2seq_targets(shift_labels, marker, label_side) if label_side is not None and with_head else None
-    checks.run()
-    sides = {"input": side} if side is not None and _locate(side) else {}
-    plan = NumberPlan(sides=sides, targets=targets, lm_labels=shift_labels)
-    if targets is not None:
-        plan.target_index = targets.mask.nonzero(as_tuple=True)
-    return plan
+    label_side = _side("shift_labels", shift_labels, given, config, marker, checks)
+    return seq2seq_targets(shift_labels, marker, label_side) if label_side is not None and with_head else None
 
 
 def plan_seq2seq(
