@@ -106,6 +106,15 @@ class NumberAdapterConfig(LoraConfig):
         aggregate_loss_lambda (`float`, defaults to 1.0): the digit-aggregation paper's lambda (eq. 3):
             loss = lambda * CE + (1 - lambda) * L_AUX. 1.0 disables the auxiliary loss.
 
+    Ending an answer:
+        train_eos_row (`bool`, defaults to `True`): train the end-of-sequence token's rows (input embedding and,
+            when untied, LM head; ``2 * hidden`` parameters) with the [NUM] rows, starting from the base's own rows
+            (a no-op until trained). LoRA alone leaves the LM head frozen: when the base never learned its EOS row
+            (a checkpoint pretrained on text without EOS, or a chat end token that pretraining never used), the EOS
+            that follows every answer is out of reach, and training it drives the hidden state after each [NUM]
+            to the least-bad flat distribution, the same in every context (see `numadapter.tuner.token_rows`).
+            False keeps the rows frozen, as plain LoRA does.
+
     Model binding (filled by `numadapter.get_peft_model(..., tokenizer=...)`; set them yourself only when calling
     `peft.get_peft_model` directly; saved with the adapter so loading re-applies the same resize):
         num_token_id (`int | None`): token id of ``num_token`` (needed with ``encoding="fone"`` / ``"xval"``).
@@ -117,6 +126,7 @@ class NumberAdapterConfig(LoraConfig):
         resized_vocab_size (`int | None`): embedding rows after adding the number tokens (``>= original``; the
             embedding is never shrunk; default: ``max(original, largest number-token id + 1)``).
         base_hidden_size (`int | None`): embedding width of the base model (set by the tuner; checked on load).
+        eos_token_id (`int | None`): the tokenizer's EOS id, whose rows `train_eos_row` trains (None: none).
     """
 
     # -- encoding ------------------------------------------------------------------------------------------------
@@ -195,6 +205,9 @@ class NumberAdapterConfig(LoraConfig):
     aggregate_loss_lambda: float = field(
         default=1.0, metadata={"help": "lambda of eq. 3: lambda*CE + (1-lambda)*L_AUX; 1.0 disables L_AUX."}
     )
+    train_eos_row: bool = field(
+        default=True, metadata={"help": "Train the EOS token's embedding and LM-head rows with the [NUM] rows."}
+    )
     # -- model binding (filled by numadapter.get_peft_model / the tuner; saved with the adapter) -----------------
     num_token_id: int | None = field(default=None, metadata={"help": "Token id of num_token (fone/xval)."})
     agg_token_id: int | None = field(default=None, metadata={"help": "Token id of agg_token (digits+aggregate)."})
@@ -202,10 +215,18 @@ class NumberAdapterConfig(LoraConfig):
     original_vocab_size: int | None = field(default=None, metadata={"help": "Base embedding rows (set by tuner)."})
     resized_vocab_size: int | None = field(default=None, metadata={"help": "Embedding rows after adding tokens."})
     base_hidden_size: int | None = field(default=None, metadata={"help": "Base embedding width (set by tuner)."})
+    eos_token_id: int | None = field(default=None, metadata={"help": "The tokenizer's EOS id (train_eos_row)."})
 
     def validate_model_binding(self) -> None:
         """Checks the token ids and sizes; raises `ValueError` naming the field, the value and the fix."""
-        for name in ("num_token_id", "agg_token_id", "original_vocab_size", "resized_vocab_size", "base_hidden_size"):
+        for name in (
+            "num_token_id",
+            "agg_token_id",
+            "original_vocab_size",
+            "resized_vocab_size",
+            "base_hidden_size",
+            "eos_token_id",
+        ):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
                 raise ValueError(f"`{name}` must be a non-negative integer or None, got {value!r}.")
@@ -250,6 +271,8 @@ class NumberAdapterConfig(LoraConfig):
             raise ValueError("`int_digits` + `frac_digits` must be at least 1, got 0 + 0: set `int_digits`.")
         if not self.fone_bases or any(not isinstance(b, int) or b < 2 for b in self.fone_bases):
             raise ValueError(f"`fone_bases` must be a non-empty list of integers >= 2, got {self.fone_bases!r}.")
+        if not isinstance(self.train_eos_row, bool):
+            raise ValueError(f"`train_eos_row` must be True or False, got {self.train_eos_row!r}.")
         if self.num_token == self.agg_token:
             raise ValueError(f"`num_token` and `agg_token` must differ, both are {self.num_token!r}.")
         _positive("fone_init_scale", self.fone_init_scale)

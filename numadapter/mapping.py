@@ -72,6 +72,8 @@ def bind_tokenizer(config: NumberAdapterConfig, tokenizer: Any, model: nn.Module
     config.num_token_id = ntok.num_token_id
     config.agg_token_id = ntok.agg_token_id
     config.digit_token_ids = digit_token_ids(ntok.tokenizer)
+    if config.eos_token_id is None:
+        config.eos_token_id = ntok.tokenizer.eos_token_id
     rows, _ = matrix_shape(base_weight(model.get_input_embeddings()), "the base model's input embedding weight")
     if config.original_vocab_size is None:
         config.original_vocab_size = rows

@@ -116,7 +116,25 @@ TINY = TinySpec(hidden=32, layers=1, heads=2, pretrain_steps=4, finetune_steps=4
 REAL_MODEL = dict(learning_rate=2e-4, rank=16)  # a pretrained checkpoint: usual LoRA settings
 
 
-def build_tiny_base(path: str, spec: TinySpec, seed: int, print_fn: PrintFn, family: str = "llama") -> tuple[Any, Any]:
+def _pretraining_batch(tokenizer: Any, texts: list[str], eos: bool, max_length: int = 48) -> dict:
+    """Right-padded ``input_ids`` / ``attention_mask`` ``[B, T]`` of `texts`, each ending with EOS when `eos`."""
+    import torch
+
+    rows = [tokenizer(text)["input_ids"][: max_length - int(eos)] for text in texts]
+    if eos:
+        rows = [row + [tokenizer.eos_token_id] for row in rows]
+    length = max(len(row) for row in rows)
+    ids = torch.full((len(rows), length), tokenizer.pad_token_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), length), dtype=torch.long)
+    for b, row in enumerate(rows):
+        ids[b, : len(row)] = torch.tensor(row, dtype=torch.long)
+        mask[b, : len(row)] = 1
+    return {"input_ids": ids, "attention_mask": mask}
+
+
+def build_tiny_base(
+    path: str, spec: TinySpec, seed: int, print_fn: PrintFn, family: str = "llama", eos: bool = True
+) -> tuple[Any, Any]:
     """Trains the toy tokenizer, pretrains a tiny Llama (or Granite) on `pretraining_text`, saves both to `path`.
 
     Args:
@@ -125,6 +143,8 @@ def build_tiny_base(path: str, spec: TinySpec, seed: int, print_fn: PrintFn, fam
         seed: seed of the init and the text.
         print_fn: where the progress line goes.
         family: ``"llama"`` or ``"granite"`` (Granite with its default multipliers of 1).
+        eos: end every pretraining text with EOS, as real checkpoints are trained, so the base knows how to stop.
+            False leaves the EOS rows untrained (the tests use it to show what `train_eos_row` is for).
 
     Returns:
         ``(model, tokenizer)`` reloaded from `path` with ``from_pretrained``.
@@ -164,7 +184,7 @@ def build_tiny_base(path: str, spec: TinySpec, seed: int, print_fn: PrintFn, fam
     bar = tqdm(range(spec.pretrain_steps), desc="pretraining", unit="step")
     for _ in bar:
         texts = [pretraining_text(rng, lines) for _ in range(spec.batch_size)]
-        batch = tokenizer(texts, padding=True, truncation=True, max_length=48, return_tensors="pt")
+        batch = _pretraining_batch(tokenizer, texts, eos)
         labels = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
         loss = model(**batch, labels=labels).loss
         loss.backward()

@@ -213,9 +213,14 @@ def test_number_rows_start_as_the_mean_of_the_digit_rows(store, tie):
 
 def test_agg_row_starts_at_zero(store):
     case = Case("granite", "digits", tie=True)
-    model, _, _ = build(store, case)
-    rows = model.get_input_embeddings().token_adapter.trainable_tokens_delta["default"]
-    assert torch.equal(rows, torch.zeros_like(rows))
+    model, _, config = build(store, case)
+    adapter = model.get_input_embeddings().token_adapter
+    rows = adapter.trainable_tokens_delta["default"]
+    assert adapter.token_indices["default"] == [config.agg_token_id, config.eos_token_id]
+    assert torch.equal(rows[0], torch.zeros_like(rows[0]))
+    # the EOS row (train_eos_row) starts from the base's own row: a no-op until trained
+    base_rows = store.base("granite", True).get_input_embeddings().weight
+    assert torch.equal(rows[1], base_rows[config.eos_token_id])
 
 
 def test_disabled_adapter_is_the_base_model(store):
@@ -265,7 +270,8 @@ def test_user_trainable_tokens_join_the_number_rows(store, tie):
     config = NumberAdapterConfig(encoding="fone", r=4, target_modules=["q_proj"], trainable_token_indices=[extra])
     model = get_peft_model(store.base("llama", tie), config, tokenizer=tokenizer)
     rows = model.get_input_embeddings().token_adapter.trainable_tokens_delta["default"]
-    assert rows.shape[0] == 2 and model.get_input_embeddings().token_adapter.token_indices["default"][1] == extra
+    indices = model.get_input_embeddings().token_adapter.token_indices["default"]
+    assert rows.shape[0] == 3 and indices[1] == extra and indices[2] == config.eos_token_id  # [NUM], user, EOS
     reference = store.base("llama", tie)
     with torch.no_grad():
         got, want = model(**batch).logits, reference(**batch).logits

@@ -115,13 +115,17 @@ def check_gradients_and_step(model, case, config, batch):
     marker = config.num_token_id if case.encoding != "digits" else config.agg_token_id
     others = torch.ones(merged_after.shape[0], dtype=torch.bool)
     others[marker] = False
+    if config.train_eos_row and config.eos_token_id is not None:  # the EOS row trains with [NUM] (train_eos_row)
+        others[config.eos_token_id] = False
     assert torch.equal(merged_after[others], merged_before[others])
     assert not torch.equal(merged_after[marker], merged_before[marker])
     model.zero_grad()
 
 
 def check_trainable_count(model, case):
-    rows = HIDDEN * (2 if untied(case) else 1)
+    config = model.peft_config["default"]
+    assert config.train_eos_row and config.eos_token_id is not None  # get_peft_model records the tokenizer's EOS
+    rows = HIDDEN * (2 if untied(case) else 1) * 2  # the marker row and the EOS row
     expected = lora_params(case.family) + rows + NUMBER_PARAMS[case.encoding]
     assert model.get_nb_trainable_parameters()[0] == expected
     printed = io.StringIO()

@@ -30,7 +30,7 @@ from numadapter.config import NumberAdapterConfig
 from numadapter.tuner.hooks import number_hooks
 from numadapter.tuner.inputs import plan_causal, plan_seq2seq, pop_number_kwargs
 from numadapter.tuner.loss import NumberCausalLMOutput, NumberSeq2SeqLMOutput, combine, head_outputs
-from numadapter.tuner.number_modules import NumberModules, number_token_ids
+from numadapter.tuner.number_modules import NumberModules, end_token_ids, number_token_ids
 from numadapter.tuner.patches import (
     base_weight,
     check_partitioned_head,
@@ -108,7 +108,8 @@ class NumberAdapterModel(LoraModel):
             )
         finally:
             config.trainable_token_indices = user_tokens
-        number_row = self._add_rows(model, adapter_name, config, list(user_tokens or []))
+        extra = list(user_tokens or []) + [i for i in end_token_ids(config) if i not in (user_tokens or [])]
+        number_row = self._add_rows(model, adapter_name, config, extra)
         self._add_modules(model, adapter_name, config, number_row)
 
     def _bind(self, model: nn.Module, config: NumberAdapterConfig) -> None:
@@ -136,7 +137,7 @@ class NumberAdapterModel(LoraModel):
         if config.base_hidden_size is not None and config.base_hidden_size != hidden:
             raise _shape_error(config, rows, hidden)
         binding = self._binding
-        ids = number_token_ids(config) + list(config.digit_token_ids or [])
+        ids = number_token_ids(config) + end_token_ids(config) + list(config.digit_token_ids or [])
         if binding is None:
             if any(isinstance(m, TrainableTokensWrapper) for m in model.modules()):
                 raise ValueError("the base model already has PEFT trainable tokens; pass an unwrapped base model.")

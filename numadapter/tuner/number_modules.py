@@ -91,6 +91,17 @@ def marker_token_id(config: NumberAdapterConfig) -> int | None:
     return None
 
 
+def end_token_ids(config: NumberAdapterConfig) -> list[int]:
+    """Existing token ids whose rows train with the number rows: the EOS id with ``train_eos_row`` (else none).
+
+    Unlike the number tokens, their base rows are kept (PEFT trainable tokens start from them).
+    """
+    eos = config.eos_token_id
+    if not config.train_eos_row or eos is None or eos in number_token_ids(config):
+        return []
+    return [eos]
+
+
 def number_token_ids(config: NumberAdapterConfig) -> list[int]:
     """The token ids whose embedding rows numadapter trains (PEFT trainable tokens): [NUM] or [AGG]."""
     marker = marker_token_id(config)
