@@ -18,6 +18,7 @@ The class is registered with PEFT under ``PeftType.NUMADAPTER`` (`registration`)
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from contextlib import nullcontext
 
@@ -113,12 +114,16 @@ class NumberAdapterModel(LoraModel):
 
     def _bind(self, model: nn.Module, config: NumberAdapterConfig) -> None:
         arch = detect_architecture(model)
+        bound = self._bound_config(config)
         if config.task_type != arch.task_type:
+            where = "set it" if bound is not None else "set it, or use numadapter.get_peft_model, which sets it"
             raise ValueError(
                 f"{arch.model_class} needs NumberAdapterConfig(task_type={arch.task_type!r}), got "
-                f"task_type={config.task_type!r}: set it, or use numadapter.get_peft_model, which sets it."
+                f"task_type={config.task_type!r}: {where}."
             )
         fix = "use numadapter.get_peft_model(model, config, tokenizer=tokenizer), which adds the tokens and sets it"
+        if bound is not None:  # add_adapter / load_adapter on a model that already has a number adapter
+            fix = _second_adapter_fix(bound)
         if config.encoding in ("fone", "xval") and config.num_token_id is None:
             raise ValueError(f"encoding={config.encoding!r} needs `num_token_id` (the {config.num_token} id): {fix}.")
         if config.encoding == "digits" and config.aggregate and config.agg_token_id is None:
@@ -165,6 +170,13 @@ class NumberAdapterModel(LoraModel):
                 f"token ids {bad} are outside the resized vocabulary of {config.resized_vocab_size} rows: set "
                 "`resized_vocab_size` >= the tokenizer length (numadapter.get_peft_model does)."
             )
+
+    def _bound_config(self, config: NumberAdapterConfig) -> NumberAdapterConfig | None:
+        """Another number adapter's config already bound to this model (for `add_adapter`), or None."""
+        if self.__dict__.get("_binding") is None:
+            return None
+        others = [c for c in self.peft_config.values() if c is not config and isinstance(c, NumberAdapterConfig)]
+        return others[0] if others else None
 
     def _add_rows(
         self, model: nn.Module, adapter_name: str, config: NumberAdapterConfig, user_ids: list[int]
@@ -293,6 +305,8 @@ class NumberAdapterModel(LoraModel):
             if len(args) > 1 or "input_ids" in kwargs:
                 raise TypeError("NumberAdapterModel.forward takes the model inputs as keyword arguments.")
             kwargs["input_ids"] = args[0]
+        if kwargs.pop("fused_lm_head", False) or (kwargs.get("labels") is not None and _trl_patched(self.model)):
+            raise TypeError(_PLAIN_SFT_TRAINER)
         given = pop_number_kwargs(kwargs)
         adapter = self._number_adapter()
         if adapter is None:  # adapters disabled: the base model (number tensors are not used)
@@ -361,6 +375,36 @@ class NumberAdapterModel(LoraModel):
         cls = NumberSeq2SeqLMOutput if arch.is_encoder_decoder else NumberCausalLMOutput
         result = cls(**dict(out.items()), **fields)
         return result.to_tuple() if return_dict is False else result
+
+
+_PLAIN_SFT_TRAINER = (
+    "this numadapter model is being trained by a plain trl.SFTTrainer: it patched the model's forward with its fused "
+    "LM head, feeds no number tensors and never computes the number loss. Train it with numadapter.NumberSFTTrainer("
+    "model=model, args=SFTConfig(...), train_dataset=..., processing_class=NumberTokenizer(tokenizer, config)), which "
+    "takes the same arguments (numadapter.NumberSeq2SeqTrainer for T5)."
+)
+
+
+def _trl_patched(model: nn.Module) -> bool:
+    """Whether TRL's ``add_fused_lm_head`` replaced `model`'s forward (a plain ``trl.SFTTrainer`` was built on it)."""
+    forward = model.__dict__.get("forward")
+    code = getattr(getattr(forward, "__func__", forward), "__code__", None)
+    return code is not None and code.co_name == "_fused_forward" and f"{os.sep}trl{os.sep}" in code.co_filename
+
+
+def _second_adapter_fix(bound: NumberAdapterConfig) -> str:
+    """How to configure a second number adapter on a model: name the token ids the first one already uses."""
+    ids = {
+        "num_token_id": bound.num_token_id,
+        "agg_token_id": bound.agg_token_id,
+        "digit_token_ids": bound.digit_token_ids,
+    }
+    given = ", ".join(f"{name}={value!r}" for name, value in ids.items() if value is not None)
+    return (
+        f"this model already has a number adapter, so numadapter.get_peft_model was already applied and the tokens "
+        f"exist: give the new config the ids of the adapter already on the model, NumberAdapterConfig(..., "
+        f"{given}) (copy them from model.peft_config[<first adapter>])"
+    )
 
 
 def _pop_labels(kwargs: dict, encoder_decoder: bool) -> tuple[torch.Tensor | None, bool]:
