@@ -250,7 +250,7 @@ def export_merged(
     work = model if inplace else copy.deepcopy(model)
     if quantized:
         _dequantize_and_merge(work.base_model.model, adapter, target)
-    plain = work.merge_and_unload(adapter_names=[adapter])
+    plain = work.merge_and_unload(adapter_names=[adapter], drop_numbers=True)  # the number modules are saved above
     plain.to(target)
     plain.config.dtype = target
     os.makedirs(out_dir, exist_ok=True)

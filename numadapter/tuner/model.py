@@ -247,6 +247,37 @@ class NumberAdapterModel(LoraModel):
         if adapter_name in self.number_modules:
             del self.number_modules[adapter_name]
 
+    def merge_and_unload(
+        self,
+        progressbar: bool = False,
+        safe_merge: bool = False,
+        adapter_names: list[str] | None = None,
+        *,
+        drop_numbers: bool = False,
+    ) -> nn.Module:
+        """PEFT's merge, refused while it would drop number modules (the plain model cannot hold them).
+
+        The merged transformers model has no FoNE / xVal / [AGG] input module and no number head: from the first
+        [NUM] on its logits differ from the adapter's, and nothing decodes a generated [NUM]. So this raises unless
+        the merged adapters have no number modules (``encoding="digits"`` without ``aggregate``) or
+        ``drop_numbers=True`` asks for the plain model (e.g. for text without numbers). `numadapter.export_merged`
+        + `numadapter.load_exported` give a merged model that keeps its numbers.
+
+        Raises:
+            ValueError: a merged adapter has number modules and `drop_numbers` is False.
+        """
+        names = list(self.active_adapters) if adapter_names is None else list(adapter_names)
+        numbered = [name for name in names if _has_numbers(self.number_modules, name)]
+        if numbered and not drop_numbers:
+            raise ValueError(
+                f"merge_and_unload() would return a plain {type(self.model).__name__} without adapter "
+                f"{numbered[0]!r}'s number modules (the [NUM] features and the number head): its logits would differ "
+                "from the adapter's from the first number on. To merge and keep the numbers use "
+                "numadapter.export_merged(model, number_tokenizer, out_dir), then numadapter.load_exported(out_dir). "
+                "For the plain model without numbers pass merge_and_unload(drop_numbers=True)."
+            )
+        return super().merge_and_unload(progressbar=progressbar, safe_merge=safe_merge, adapter_names=adapter_names)
+
     def _enable_adapter_layers(self, enabled: bool = True) -> None:
         super()._enable_adapter_layers(enabled)
         self._numbers_enabled = enabled
@@ -375,6 +406,12 @@ class NumberAdapterModel(LoraModel):
         cls = NumberSeq2SeqLMOutput if arch.is_encoder_decoder else NumberCausalLMOutput
         result = cls(**dict(out.items()), **fields)
         return result.to_tuple() if return_dict is False else result
+
+
+def _has_numbers(number_modules: nn.ModuleDict, name: str) -> bool:
+    """Whether adapter `name` has an input number module or a number head (lost by a plain merge)."""
+    modules = number_modules[name] if name in number_modules else None
+    return modules is not None and (modules.embedding is not None or modules.head is not None)
 
 
 _PLAIN_SFT_TRAINER = (
