@@ -318,6 +318,14 @@ class NumberAdapterModel(LoraModel):
             buffer=self._buffer,
         )
 
+    def generate(self, *args, **kwargs):
+        """``model.generate`` of a numadapter model (``PeftModel.generate`` calls this): numadapter's decode loop,
+        fed the number tensors of the `NumberTokenizer` batch and decoding every generated [NUM] with the number head
+        (`numadapter.generation.hf`: the options it honours, its output, the errors)."""
+        from numadapter.generation.hf import generate_for_tuner
+
+        return generate_for_tuner(self, *args, **kwargs)
+
     # -- forward ----------------------------------------------------------------------------------------------------
     def forward(self, *args, **kwargs):
         """Runs the model with number tensors; returns a `NumberCausalLMOutput` / `NumberSeq2SeqLMOutput`.

@@ -1,0 +1,164 @@
+"""Numbers that travel with token-id tensors between `NumberTokenizer`, ``model.generate`` and ``decode``.
+
+Hugging Face code passes ids alone where numadapter needs ids *and* numbers: ``pipeline("text-generation")`` hands
+``model.generate`` only ``input_ids`` and ``attention_mask`` of the tokenizer's output, and decodes the generated
+ids as plain lists (``tokenizer.decode(sequence[prompt_length:])``); users write ``tokenizer.decode(out[0])``. Two
+records bridge those gaps without changing what the tensors are:
+
+- **Tensor notes** (`note`, `noted`): the ``input_ids`` tensor that `NumberTokenizer` returns (``return_tensors="pt"``)
+  is noted with its number tensors and surface forms, and the ``sequences`` tensor ``model.generate`` returns with
+  the text of every [NUM] of every row. Notes are keyed by the tensor object and dropped when it is garbage
+  collected (a weak reference; nothing is attached to the tensor, so pickling and ``torch.save`` are unaffected).
+  A copy of the tensor (``.to("cuda")``, slicing) is another object: `noted_equal` finds a live noted tensor with
+  the same values instead, and refuses when two such tensors carry different numbers.
+- **Recent generations** (`remember_generation`, `find_number_texts`): the rows of the last `RECENT` generate calls,
+  so that a list of ids cut from one (a suffix of a row: ``out[0]``, ``out[0, prompt_len:]``, what pipelines decode)
+  gets its numbers back. Several rows that fit with different numbers raise an error instead of guessing.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+RECENT = 16
+
+
+@dataclass
+class PromptNumbers:
+    """The numbers of a `NumberTokenizer` batch: side tensors ``[B, T]`` (``num_digits`` ``[B, T, P]``) aligned with
+    the noted ``input_ids``, the surface form of every number per row, and the `NumberTokenizer` itself."""
+
+    numbers: dict[str, torch.Tensor]
+    number_texts: list[list[str]]
+    tokenizer: Any = None
+
+
+@dataclass
+class SequenceNumbers:
+    """What ``model.generate`` attaches to its ``sequences`` ``[N, L]``.
+
+    Attributes:
+        number_texts: per row, the text of every [NUM] of the row in order (prompt numbers, then generated ones).
+        numbers: per row, the generated numbers (`ExactNumber` for FoNE, float for xVal).
+        stop_reasons: per row, why generation stopped (``"eos"``, ``"length"``, ...).
+    """
+
+    number_texts: list[list[str]]
+    numbers: list[list[Any]] = field(default_factory=list)
+    stop_reasons: list[str] = field(default_factory=list)
+
+
+_notes: dict[int, tuple[weakref.ref, Any]] = {}
+_recent: deque[tuple[int, int | None, list[tuple[tuple[int, ...], tuple[str, ...]]]]] = deque(maxlen=RECENT)
+
+
+def note(tensor: torch.Tensor, payload: Any) -> None:
+    """Records `payload` for `tensor` until the tensor is garbage collected."""
+    key = id(tensor)
+
+    def forget(ref: weakref.ref, key: int = key) -> None:
+        entry = _notes.get(key)
+        if entry is not None and entry[0] is ref:
+            del _notes[key]
+
+    _notes[key] = (weakref.ref(tensor, forget), payload)
+
+
+def noted(tensor: Any) -> Any:
+    """The payload noted for this very tensor object, or None."""
+    entry = _notes.get(id(tensor))
+    if entry is None or entry[0]() is not tensor:
+        return None
+    return entry[1]
+
+
+def noted_equal(tensor: torch.Tensor, kind: type) -> Any:
+    """The payload of type `kind` of a live noted tensor with the same shape and values as `tensor`, or None.
+
+    Raises:
+        ValueError: several such tensors carry different payloads (the ids alone cannot tell which numbers apply).
+    """
+    found = []
+    values = tensor.detach().cpu()
+    for ref, payload in list(_notes.values()):
+        other = ref()
+        if other is None or not isinstance(payload, kind) or other.shape != tensor.shape:
+            continue
+        if torch.equal(other.detach().cpu(), values) and not any(payload is p for p in found):
+            found.append(payload)
+    if len(found) > 1:
+        raise ValueError(
+            "these input_ids equal several NumberTokenizer batches with different numbers, so their numbers cannot be "
+            "recovered from the ids: pass the number tensors too, model.generate(**batch)."
+        )
+    return found[0] if found else None
+
+
+def remember_generation(
+    num_token_id: int, pad_id: int | None, rows: Sequence[Sequence[int]], texts: Sequence[Sequence[str]]
+) -> None:
+    """Keeps the rows of one generate call (ids and the text of each [NUM]) among the last `RECENT` calls."""
+    _recent.append((num_token_id, pad_id, [(tuple(r), tuple(t)) for r, t in zip(rows, texts)]))
+
+
+def _strip(ids: Sequence[int], pad_id: int | None) -> tuple[int, ...]:
+    ids = tuple(ids)
+    end = len(ids)
+    while pad_id is not None and end and ids[end - 1] == pad_id:
+        end -= 1
+    return ids[:end]
+
+
+def _suffix_texts(ids: tuple[int, ...], count: int, row: tuple[int, ...], texts: tuple[str, ...], pad_id: int | None):
+    """The texts of the last `count` [NUM] of `row` when `row` ends with `ids` (trailing padding ignored)."""
+    wanted, row = _strip(ids, pad_id), _strip(row, pad_id)
+    if len(wanted) <= len(row) and row[len(row) - len(wanted) :] == wanted and count <= len(texts):
+        return texts[len(texts) - count :] if count else ()
+    return None
+
+
+def find_number_texts(ids: Sequence[int], num_token_id: int) -> list[str] | None:
+    """The [NUM] texts of `ids` when they end a remembered generated row (trailing padding ignored).
+
+    The most recent generate call with such a row answers; older calls are searched only when it has none.
+
+    Returns:
+        One text per [NUM] of `ids`, or None when no remembered row ends with `ids`.
+
+    Raises:
+        ValueError: rows of that call that end with `ids` carry different numbers.
+    """
+    ids = tuple(ids)
+    count = ids.count(num_token_id)
+    for token_id, pad_id, rows in reversed(_recent):
+        if token_id != num_token_id:
+            continue
+        found = {t for row, texts in rows if (t := _suffix_texts(ids, count, row, texts, pad_id)) is not None}
+        if len(found) > 1:
+            raise ValueError(
+                f"these ids are the end of {len(found)} generated sequences with different numbers, so their numbers "
+                "cannot be recovered from the ids: decode the whole output of model.generate with "
+                "number_tokenizer.batch_decode(output), or pass number_texts=..."
+            )
+        if found:
+            return list(found.pop())
+    return None
+
+
+def find_batch_number_texts(batch: Sequence[Sequence[int]], num_token_id: int) -> list[list[str]] | None:
+    """Per row, the [NUM] texts of a batch cut from the output of one recent generate call (row b of `batch` ends
+    row b of that output, e.g. ``output[:, prompt_len:]``); None when no remembered call fits row by row."""
+    batch = [tuple(row) for row in batch]
+    for token_id, pad_id, rows in reversed(_recent):
+        if token_id != num_token_id or len(rows) != len(batch):
+            continue
+        got = [_suffix_texts(ids, ids.count(num_token_id), *row, pad_id) for ids, row in zip(batch, rows)]
+        if all(t is not None for t in got):
+            return [list(t) for t in got]
+    return None
