@@ -102,9 +102,15 @@ def noted_equal(tensor: torch.Tensor, kind: type) -> Any:
 
 def remember_generation(
     num_token_id: int, pad_id: int | None, rows: Sequence[Sequence[int]], texts: Sequence[Sequence[str]]
-) -> None:
-    """Keeps the rows of one generate call (ids and the text of each [NUM]) among the last `RECENT` calls."""
-    _recent.append((num_token_id, pad_id, [(tuple(r), tuple(t)) for r, t in zip(rows, texts)]))
+) -> list[tuple[tuple[int, ...], tuple[str, ...]]]:
+    """Keeps the rows of one generate call (ids and the text of each [NUM]) among the last `RECENT` calls.
+
+    Returns:
+        The kept list of ``(ids, texts)`` per row; replacing its entries updates the record (streaming).
+    """
+    kept = [(tuple(r), tuple(t)) for r, t in zip(rows, texts)]
+    _recent.append((num_token_id, pad_id, kept))
+    return kept
 
 
 def _strip(ids: Sequence[int], pad_id: int | None) -> tuple[int, ...]:

@@ -142,7 +142,6 @@ def test_lengths_and_eos_follow_transformers(store):
         (dict(num_return_sequences=2), r"num_return_sequences"),  # transformers' own check (greedy)
         (dict(output_scores=True), r"output_scores=True is not supported"),
         (dict(stop_strings=["."]), r"stop_strings needs the NumberTokenizer.*tokenizer=ntok"),
-        (dict(streamer=object()), r"does not stream"),
         (dict(foo=1), r"arguments it does not use: \['foo'\]"),
     ],
 )
@@ -179,3 +178,38 @@ def test_stop_strings_with_the_tokenizer(store):
     out = model.generate(**batch, max_new_tokens=8, stop_strings=["e"], tokenizer=ntok)
     assert numbers_of(out).stop_reasons == ref.stop_reasons
     new_tokens(out, batch["input_ids"].shape[1], ref, ntok.pad_token_id)
+
+
+class DecodingStreamer:
+    """A transformers-style streamer (``put`` / ``end``) that decodes everything received so far at every step."""
+
+    def __init__(self, ntok) -> None:
+        self.ntok, self.ids, self.texts, self.ended = ntok, [], [], False
+
+    def put(self, value: torch.Tensor) -> None:
+        assert value.shape[0] == 1  # batch 1, as transformers' TextStreamer requires
+        self.ids += value.reshape(-1).tolist()
+        self.texts.append(self.ntok.decode(self.ids))
+
+    def end(self) -> None:
+        self.ended = True
+
+
+@pytest.mark.parametrize("family", ["llama", "t5"])
+def test_streamer_receives_every_token_and_decodes_the_numbers(store, family, capsys):
+    from transformers import TextStreamer
+
+    model, ntok = numeric(store, family, "fone")
+    counts = [len(n) for n in generate(model, ntok, FOUR, max_new_tokens=8, return_dict=True).numbers]
+    prompt = FOUR[counts.index(max(counts))]
+    ref = generate(model, ntok, [prompt], max_new_tokens=8, return_dict=True)
+    assert ref.numbers[0]
+    batch = ntok([prompt], return_tensors="pt")
+    streamer = DecodingStreamer(ntok)
+    out = model.generate(**batch, max_new_tokens=8, streamer=streamer)
+    assert streamer.ended and streamer.ids == out[0].tolist()
+    assert streamer.texts[-1] == ntok.decode(out[0])
+    assert all(text.count(ntok.config.num_token) == 0 for text in streamer.texts)
+    model.generate(**batch, max_new_tokens=8, streamer=TextStreamer(ntok, skip_prompt=True))
+    printed = capsys.readouterr().out
+    assert all(str(number) in printed for number in ref.numbers[0])

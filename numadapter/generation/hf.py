@@ -41,6 +41,7 @@ from numadapter.generation.core import loop_settings, parts_from_tuner, run_loop
 from numadapter.generation.loop import AdapterParts, decoder_start
 from numadapter.generation.prompts import SIDE_KEYS, PromptBatch, PromptRow, pad_prompts
 from numadapter.generation.sampling import sampling_settings
+from numadapter.generation.stopping import RowTracker
 from numadapter.number_decoding import render_place_digits
 from numadapter.number_notes import PromptNumbers, SequenceNumbers, note, noted, noted_equal, remember_generation
 from numadapter.tuner.number_modules import marker_token_id
@@ -150,12 +151,17 @@ def generate_for_tuner(tuner: Any, *args: Any, **kwargs: Any) -> Any:
     decode = None
     if loop.stops:
         decode = lambda ids, number_texts: tokenizer.decode(ids, number_texts=number_texts)  # noqa: E731
-    if streamer is not None:
-        raise ValueError(f"model.generate of a numadapter model does not stream (streamer=...): {FIX}.")
-    with torch.no_grad():
-        tracker = run_loop(parts, batch, loop, decode)
-    sequences = _sequences(parts, input_ids.repeat_interleave(repeat, 0), tracker.tokens, pad_id)
+    prompt_ids = input_ids.repeat_interleave(repeat, 0)
     prompt_texts = [[] if enc_dec else row.number_texts for row in rows]
+    tracker_cls = RowTracker
+    if streamer is not None:
+        start = _sequences(parts, prompt_ids, [[] for _ in rows], pad_id)
+        tracker_cls = _streaming(streamer, start, prompt_texts, parts.num_token_id, pad_id)
+    with torch.no_grad():
+        tracker = run_loop(parts, batch, loop, decode, tracker_cls)
+    if streamer is not None:
+        streamer.end()
+    sequences = _sequences(parts, prompt_ids, tracker.tokens, pad_id)
     result = SequenceNumbers(
         number_texts=[p + [n.text for n in got] for p, got in zip(prompt_texts, tracker.numbers)],
         numbers=[[n.value for n in got] for got in tracker.numbers],
@@ -171,6 +177,36 @@ def generate_for_tuner(tuner: Any, *args: Any, **kwargs: Any) -> Any:
         note(output, result)
         return output
     return sequences
+
+
+def _streaming(streamer: Any, start: torch.Tensor, prompt_texts: list[list[str]], num_id: int | None, pad_id: int):
+    """A `RowTracker` class that hands every step's tokens to a transformers streamer (``put`` / ``end``).
+
+    The streamer first gets `start` (``[B, T]``: the prompt ids, or T5's decoder start id), then ``[B]`` per step,
+    as transformers' loop gives them. A streamer that decodes (``TextStreamer``) calls ``ntok.decode`` on the ids so
+    far; the rows generated so far are kept among the recent generations (`numadapter.number_notes`), updated each
+    step, so their [NUM] tokens decode to the numbers the head produced.
+    """
+    rows = [list(row) for row in start.tolist()]
+    live: list[tuple[tuple[int, ...], tuple[str, ...]]] = []
+    if num_id is not None:
+        live = remember_generation(num_id, pad_id, rows, prompt_texts)
+    streamer.put(start.cpu())
+
+    class StreamingTracker(RowTracker):
+        def record(self, tokens: list[int], numbers: dict) -> list[int]:
+            active = list(self.active)
+            stopped = super().record(tokens, numbers)
+            for row in active:
+                rows[row].append(tokens[row])
+                if live:
+                    texts = prompt_texts[row] + [n.text for n in self.numbers[row]]
+                    live[row] = (tuple(rows[row]), tuple(texts))
+            fed = [tokens[row] if row in active else pad_id for row in range(len(rows))]
+            streamer.put(torch.tensor(fed, dtype=torch.long))
+            return stopped
+
+    return StreamingTracker
 
 
 def _number_tokenizer(tokenizer: Any, parts: AdapterParts) -> Any:
