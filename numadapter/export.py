@@ -329,7 +329,8 @@ def load_exported(
 
     Returns:
         ``(model, number_tokenizer)``: `model` is a frozen ``peft.PeftModel`` (eval mode) whose adapter has no LoRA
-        layers, only the number modules and the [NUM] rows; use it with ``model(**batch)`` and `numadapter.generate`.
+        layers, only the number modules and the [NUM] rows; use it with ``model(**batch)``, `numadapter.generate`,
+        ``model.generate(**batch)`` or a text-generation pipeline.
         ``model.get_base_model()`` is the plain merged transformers model.
     """
     from safetensors.torch import load_file

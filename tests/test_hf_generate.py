@@ -72,8 +72,7 @@ def test_generate_from_tensors_without_the_tokenizer_note(store):
     model, ntok = numeric(store, "llama", "fone")
     ref = generate(model, ntok, FOUR, max_new_tokens=6, return_dict=True)
     batch = dict(ntok(FOUR, return_tensors="pt", padding=True))
-    batch["input_ids"] = batch["input_ids"].tolist()  # a list: no note can be attached
-    batch["input_ids"] = torch.tensor(batch["input_ids"]) + 0
+    batch["input_ids"] = torch.tensor(batch["input_ids"].tolist())  # a new tensor (the noted one is dropped)
     batch.pop("number_texts")  # rendered from num_digits instead
     out = model.generate(**batch, max_new_tokens=6, return_dict_in_generate=True)
     assert numbers_of(out).numbers == ref.numbers
