@@ -9,8 +9,9 @@ records bridge those gaps without changing what the tensors are:
   is noted with its number tensors and surface forms, and the ``sequences`` tensor ``model.generate`` returns with
   the text of every [NUM] of every row. Notes are keyed by the tensor object and dropped when it is garbage
   collected (a weak reference; nothing is attached to the tensor, so pickling and ``torch.save`` are unaffected).
-  A copy of the tensor (``.to("cuda")``, slicing) is another object: `noted_equal` finds a live noted tensor with
-  the same values instead, and refuses when two such tensors carry different numbers.
+  A copy of the tensor (``.to("cuda")``, a pipeline's re-padded batch) is another object: `noted_rows` matches its
+  rows, in order, to the most recent rows the tokenizer encoded with exactly these ids (the last
+  `RECENT_PROMPT_ROWS` rows are kept).
 - **Recent generations** (`remember_generation`, `find_number_texts`): the rows of the last `RECENT` generate calls,
   so that a list of ids cut from one (a suffix of a row: ``out[0]``, ``out[0, prompt_len:]``, what pipelines decode)
   gets its numbers back. Several rows that fit with different numbers raise an error instead of guessing.
@@ -32,11 +33,13 @@ RECENT = 16
 @dataclass
 class PromptNumbers:
     """The numbers of a `NumberTokenizer` batch: side tensors ``[B, T]`` (``num_digits`` ``[B, T, P]``) aligned with
-    the noted ``input_ids``, the surface form of every number per row, and the `NumberTokenizer` itself."""
+    the noted ``input_ids``, the surface form of every number per row, the `NumberTokenizer` itself, and the
+    attention mask ``[B, T]`` (which columns are padding)."""
 
     numbers: dict[str, torch.Tensor]
     number_texts: list[list[str]]
     tokenizer: Any = None
+    attention_mask: torch.Tensor | None = None
 
 
 @dataclass
@@ -54,7 +57,9 @@ class SequenceNumbers:
     stop_reasons: list[str] = field(default_factory=list)
 
 
+RECENT_PROMPT_ROWS = 256
 _notes: dict[int, tuple[weakref.ref, Any]] = {}
+_recent_prompts: deque[tuple[torch.Tensor, PromptNumbers]] = deque()
 _recent: deque[tuple[int, int | None, list[tuple[tuple[int, ...], tuple[str, ...]]]]] = deque(maxlen=RECENT)
 
 
@@ -70,6 +75,17 @@ def note(tensor: torch.Tensor, payload: Any) -> None:
     _notes[key] = (weakref.ref(tensor, forget), payload)
 
 
+def note_prompts(input_ids: torch.Tensor, payload: PromptNumbers) -> None:
+    """Notes a `NumberTokenizer` batch: on its ``input_ids`` tensor (`note`), and among the recent batches (at most
+    `RECENT_PROMPT_ROWS` rows in all), which `noted_rows` searches for copies (a pipeline collates single prompts
+    into a new padded batch and drops them)."""
+    note(input_ids, payload)
+    _recent_prompts.append((input_ids, payload))
+    rows = sum(ids.shape[0] for ids, _ in _recent_prompts)
+    while len(_recent_prompts) > 1 and rows > RECENT_PROMPT_ROWS:
+        rows -= _recent_prompts.popleft()[0].shape[0]
+
+
 def noted(tensor: Any) -> Any:
     """The payload noted for this very tensor object, or None."""
     entry = _notes.get(id(tensor))
@@ -78,26 +94,44 @@ def noted(tensor: Any) -> Any:
     return entry[1]
 
 
-def noted_equal(tensor: torch.Tensor, kind: type) -> Any:
-    """The payload of type `kind` of a live noted tensor with the same shape and values as `tensor`, or None.
+@dataclass
+class NotedRow:
+    """One unpadded row of a noted `NumberTokenizer` batch: side values ``[T]`` (``num_digits`` ``[T, P]``), the
+    numbers' surface forms, and the tokenizer."""
 
-    Raises:
-        ValueError: several such tensors carry different payloads (the ids alone cannot tell which numbers apply).
+    sides: dict[str, torch.Tensor]
+    number_texts: list[str]
+    tokenizer: Any
+
+
+def noted_rows(rows: Sequence[Sequence[int]]) -> list[NotedRow] | None:
+    """The numbers of a batch of unpadded id rows, from the most recent `NumberTokenizer` rows that have exactly
+    these ids in this order (a copy of a noted batch moved to another device, or single prompts re-padded into one
+    batch, as pipelines do); None when no such run of rows was encoded among the last `RECENT_PROMPT_ROWS` rows.
+
+    The order matters: ``ntok("x = 5")``, ``ntok("x = 7")`` then a batch of their two rows gets 5 and 7, because the
+    rows are matched to the encodings in sequence, never by ids alone.
     """
-    found = []
-    values = tensor.detach().cpu()
-    for ref, payload in list(_notes.values()):
-        other = ref()
-        if other is None or not isinstance(payload, kind) or other.shape != tensor.shape:
-            continue
-        if torch.equal(other.detach().cpu(), values) and not any(payload is p for p in found):
-            found.append(payload)
-    if len(found) > 1:
-        raise ValueError(
-            "these input_ids equal several NumberTokenizer batches with different numbers, so their numbers cannot be "
-            "recovered from the ids: pass the number tensors too, model.generate(**batch)."
-        )
-    return found[0] if found else None
+    wanted = [tuple(row) for row in rows]
+    flat: list[tuple[tuple[int, ...], PromptNumbers, int, torch.Tensor]] = []
+    for tensor, payload in _recent_prompts:
+        ids_cpu = tensor.detach().cpu()
+        mask = payload.attention_mask.cpu().bool() if payload.attention_mask is not None else None
+        for r in range(ids_cpu.shape[0]):
+            kept = mask[r] if mask is not None else torch.ones_like(ids_cpu[r], dtype=torch.bool)
+            flat.append((tuple(ids_cpu[r][kept].tolist()), payload, r, kept))
+    for end in range(len(flat), len(wanted) - 1, -1):
+        window = flat[end - len(wanted) : end]
+        if all(row[0] == ids for row, ids in zip(window, wanted)):
+            return [
+                NotedRow(
+                    {key: value[r][kept.to(value.device)].cpu() for key, value in payload.numbers.items()},
+                    list(payload.number_texts[r]),
+                    payload.tokenizer,
+                )
+                for _, payload, r, kept in window
+            ]
+    return None
 
 
 def remember_generation(

@@ -57,7 +57,7 @@ from transformers import AutoTokenizer, BatchEncoding
 
 from numadapter.config import NumberAdapterConfig
 from numadapter.number_decoding import NumberDecoding
-from numadapter.number_notes import PromptNumbers, note
+from numadapter.number_notes import PromptNumbers, note_prompts
 from numadapter.numbers import ExactNumber, NumberOutOfRangeError, NumberSpan, find_numbers
 from numadapter.tokenizer_options import TransformersOptions, check_unsupported
 
@@ -393,7 +393,7 @@ class NumberTokenizer(NumberDecoding, TransformersOptions):
             data["number_texts"] = number_texts
             if self.marker_token_id is not None:
                 sides = {key: data[key] for key in SIDE_KEYS}
-                note(data["input_ids"], PromptNumbers(sides, number_texts, tokenizer=self))
+                note_prompts(data["input_ids"], PromptNumbers(sides, number_texts, self, data["attention_mask"]))
         else:
             side = self._side_lists(ids, numbers)
             data = {"input_ids": ids, "attention_mask": mask, **side, "number_texts": number_texts}

@@ -156,16 +156,13 @@ def test_unsupported_options_are_refused_by_name(store, kwargs, match):
 
 @pytest.mark.parametrize("family", ["llama", "t5"])
 def test_ids_with_num_but_no_numbers_are_refused(store, family):
-    """transformers' habit, ids and mask only: with [NUM] in the ids and no number tensors anywhere, an error
-    naming the fix, never a silent run without the features."""
+    """transformers' habit, ids and mask only: with [NUM] in ids the tokenizer never produced and no number tensors,
+    an error naming the fix, never a silent run without the features."""
     model, ntok = build(store, family, "fone")
-    batch = ntok(FOUR, return_tensors="pt", padding=True)
-    ids = torch.tensor(batch["input_ids"].tolist())
-    ids[0, 0] = ids[0, 0]  # a separate tensor; its twin `batch` is dropped so no noted tensor has these values
-    mask = batch["attention_mask"].clone()
-    del batch
-    with pytest.raises(ValueError, match=r"hold \d+ \[NUM\] token\(s\) but model\.generate got no number tensors"):
-        model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=2)
+    words = ntok.tokenizer(["The total is"], add_special_tokens=False)["input_ids"][0]
+    ids = torch.tensor([words + [ntok.num_token_id] + words])  # (1, T) built by hand
+    with pytest.raises(ValueError, match=r"holds 1 \[NUM\] token\(s\) but model\.generate got no number tensors"):
+        model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=2)
     plain = ntok.tokenizer(["hello there"], return_tensors="pt")  # no [NUM]: runs
     assert model.generate(**plain, max_new_tokens=2).shape[0] == 1
 
@@ -212,3 +209,32 @@ def test_streamer_receives_every_token_and_decodes_the_numbers(store, family, ca
     model.generate(**batch, max_new_tokens=8, streamer=TextStreamer(ntok, skip_prompt=True))
     printed = capsys.readouterr().out
     assert all(str(number) in printed for number in ref.numbers[0])
+
+
+def test_ids_and_mask_alone_find_the_numbers_of_the_tokenizer_batch(store):
+    """Pipelines pass input_ids and attention_mask only, after moving them (a copy) or re-padding single prompts
+    into a batch: the numbers are found row by row among the live NumberTokenizer outputs."""
+    model, ntok = numeric(store, "llama", "fone")
+    ref = generate(model, ntok, FOUR, max_new_tokens=6, return_dict=True)
+    batch = ntok(FOUR, return_tensors="pt", padding=True)
+    copy = model.generate(input_ids=batch["input_ids"].clone(), attention_mask=batch["attention_mask"].clone(),
+                          max_new_tokens=6)  # fmt: skip
+    assert numbers_of(copy).numbers == ref.numbers
+    singles = [ntok(p, return_tensors="pt") for p in FOUR]  # kept alive, as a pipeline keeps its inputs
+    width = max(s["input_ids"].shape[1] for s in singles)
+    ids = torch.full((4, width), ntok.pad_token_id)
+    mask = torch.zeros(4, width, dtype=torch.long)
+    for row, single in enumerate(singles):  # left padding, as pipelines batch prompts
+        ids[row, width - single["input_ids"].shape[1] :] = single["input_ids"][0]
+        mask[row, width - single["input_ids"].shape[1] :] = 1
+    out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=6)
+    assert numbers_of(out).numbers == ref.numbers
+    new_tokens(out, width, ref, ntok.pad_token_id)
+    other = ntok(FOUR[0].replace("12.5", "99.5"), return_tensors="pt")  # row 0's ids again, another number
+    assert torch.equal(other["input_ids"][0], singles[0]["input_ids"][0])
+    again = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=6)  # matched in order: the singles
+    assert numbers_of(again).numbers == ref.numbers
+    alone = model.generate(input_ids=other["input_ids"].clone(), max_new_tokens=6)  # the latest encoding: 99.5
+    expected = generate(model, ntok, [FOUR[0].replace("12.5", "99.5")], max_new_tokens=6, return_dict=True)
+    assert numbers_of(alone).numbers == expected.numbers
+    assert ntok.batch_decode(alone)[0].startswith("The price is 99.5 dollars")

@@ -38,6 +38,7 @@ def check_pipeline(model, ntok) -> None:
         assert pipe(prompt, max_new_tokens=8) == [{"generated_text": text}]
         assert pipe(prompt, max_new_tokens=8, return_full_text=False) == [{"generated_text": completion}]
     assert pipe(PROMPT_LIST, max_new_tokens=8) == [[{"generated_text": t}] for t in ref.texts]
+    assert pipe(PROMPT_LIST, max_new_tokens=8, batch_size=2) == [[{"generated_text": t}] for t in ref.texts]
 
 
 def test_text_generation_pipeline_on_the_adapter(llama):

@@ -43,7 +43,7 @@ from numadapter.generation.prompts import SIDE_KEYS, PromptBatch, PromptRow, pad
 from numadapter.generation.sampling import sampling_settings
 from numadapter.generation.stopping import RowTracker
 from numadapter.number_decoding import render_place_digits
-from numadapter.number_notes import PromptNumbers, SequenceNumbers, note, noted, noted_equal, remember_generation
+from numadapter.number_notes import PromptNumbers, SequenceNumbers, note, noted, noted_rows, remember_generation
 from numadapter.tuner.number_modules import marker_token_id
 
 FIX = (
@@ -138,7 +138,8 @@ def generate_for_tuner(tuner: Any, *args: Any, **kwargs: Any) -> Any:
     _check_options(gen, extra)
     enc_dec = parts.arch.is_encoder_decoder
     eos_ids, pad_id = special_ids(parts, gen.eos_token_id, gen.pad_token_id, tokenizer)
-    rows = _rows(input_ids, attention_mask, numbers, texts, pad_id, eos_ids, marker, config)
+    rows, row_tokenizer = _rows(input_ids, attention_mask, numbers, texts, pad_id, eos_ids, marker, config)
+    tokenizer = tokenizer or row_tokenizer
     repeat = gen.num_return_sequences or 1
     if repeat > 1 and not gen.do_sample:
         raise ValueError(
@@ -234,18 +235,9 @@ def _prompt_numbers(input_ids, given, number_texts, tokenizer, marker, config):
             raise ValueError(f"model.generate got {sorted(given)} but not {missing}: {FIX}.")
         return given, number_texts, tokenizer
     found = noted(input_ids)
-    if not isinstance(found, PromptNumbers):
-        found = noted_equal(input_ids, PromptNumbers)
-    if found is not None:
+    if isinstance(found, PromptNumbers):
         return found.numbers, found.number_texts, tokenizer or found.tokenizer
-    count = int((input_ids == marker).sum())
-    if count:
-        token = config.num_token if config.encoding in ("fone", "xval") else config.agg_token
-        raise ValueError(
-            f"input_ids hold {count} {token} token(s) but model.generate got no number tensors (num_mask, num_digits, "
-            f"num_sign, num_values), so their numbers are unknown: {FIX}."
-        )
-    return None, None, tokenizer
+    return None, None, tokenizer  # `_rows` looks each row up among the noted rows, or refuses
 
 
 def _check_options(gen: Any, extra: dict[str, Any]) -> None:
@@ -311,8 +303,11 @@ def _loop(parts: AdapterParts, gen: Any, width: int, eos_ids: list[int], pad_id:
     )  # fmt: skip
 
 
-def _rows(input_ids, attention_mask, numbers, texts, pad_id, eos_ids, marker, config) -> list[PromptRow]:
-    """The unpadded prompt rows of a padded batch (left or right padding), with their number values and texts."""
+def _rows(input_ids, attention_mask, numbers, texts, pad_id, eos_ids, marker, config) -> tuple[list[PromptRow], Any]:
+    """The unpadded prompt rows of a padded batch (left or right padding), with their number values and texts, and
+    the NumberTokenizer of noted rows (None when none was looked up). Without `numbers`, a batch whose rows hold
+    markers is matched to the rows the NumberTokenizer encoded last (`numadapter.number_notes.noted_rows`) or
+    refused."""
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)
         if pad_id not in eos_ids:  # as transformers infers it
@@ -341,7 +336,20 @@ def _rows(input_ids, attention_mask, numbers, texts, pad_id, eos_ids, marker, co
         if row_texts is None or len(row_texts) != count:
             row_texts = _texts_from_digits(row_sides, ids, marker, config) if count else []
         rows.append(PromptRow(ids, row_sides, row_texts if config.encoding != "digits" else []))
-    return rows
+    counts = [row.ids.count(marker) for row in rows]
+    if side is not None or not any(counts):
+        return rows, None
+    found = noted_rows([row.ids for row in rows])
+    if found is None:
+        b = next(b for b, count in enumerate(counts) if count)
+        token = config.num_token if config.encoding in ("fone", "xval") else config.agg_token
+        raise ValueError(
+            f"input_ids row {b} holds {counts[b]} {token} token(s) but model.generate got no number tensors "
+            f"(num_mask, num_digits, num_sign, num_values), so their numbers are unknown: {FIX}."
+        )
+    texts = [row.number_texts if config.encoding != "digits" else [] for row in found]
+    rows = [PromptRow(row.ids, got.sides, text) for row, got, text in zip(rows, found, texts)]
+    return rows, found[0].tokenizer
 
 
 def _texts_from_digits(sides: dict[str, torch.Tensor] | None, ids: list[int], marker: int, config: Any) -> list[str]:
