@@ -14,7 +14,9 @@ records bridge those gaps without changing what the tensors are:
   `RECENT_PROMPT_ROWS` rows are kept).
 - **Recent generations** (`remember_generation`, `find_number_texts`): the rows of the last `RECENT` generate calls,
   so that a list of ids cut from one (a suffix of a row: ``out[0]``, ``out[0, prompt_len:]``, what pipelines decode)
-  gets its numbers back. Several rows that fit with different numbers raise an error instead of guessing.
+  gets its numbers back. When it fits several rows of that call with different numbers (identical completions of
+  templated prompts), rows are matched in order, as pipelines and ``for row in output`` decode them; a piece that
+  fits only rows already matched raises an error rather than guess.
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ class SequenceNumbers:
 RECENT_PROMPT_ROWS = 256
 _notes: dict[int, tuple[weakref.ref, Any]] = {}
 _recent_prompts: deque[tuple[torch.Tensor, PromptNumbers]] = deque()
-_recent: deque[tuple[int, int | None, list[tuple[tuple[int, ...], tuple[str, ...]]]]] = deque(maxlen=RECENT)
+_recent: deque[GenerationRecord] = deque(maxlen=RECENT)
 
 
 def note(tensor: torch.Tensor, payload: Any) -> None:
@@ -134,6 +136,17 @@ def noted_rows(rows: Sequence[Sequence[int]]) -> list[NotedRow] | None:
     return None
 
 
+@dataclass
+class GenerationRecord:
+    """The rows of one generate call: ``(ids, texts of its [NUM])`` per row, and the next row to match first when a
+    decoded piece fits several rows with different numbers (rows are decoded in order: pipelines, loops)."""
+
+    num_token_id: int
+    pad_id: int | None
+    rows: list[tuple[tuple[int, ...], tuple[str, ...]]]
+    cursor: int = 0
+
+
 def remember_generation(
     num_token_id: int, pad_id: int | None, rows: Sequence[Sequence[int]], texts: Sequence[Sequence[str]]
 ) -> list[tuple[tuple[int, ...], tuple[str, ...]]]:
@@ -142,9 +155,9 @@ def remember_generation(
     Returns:
         The kept list of ``(ids, texts)`` per row; replacing its entries updates the record (streaming).
     """
-    kept = [(tuple(r), tuple(t)) for r, t in zip(rows, texts)]
-    _recent.append((num_token_id, pad_id, kept))
-    return kept
+    record = GenerationRecord(num_token_id, pad_id, [(tuple(r), tuple(t)) for r, t in zip(rows, texts)])
+    _recent.append(record)
+    return record.rows
 
 
 def _strip(ids: Sequence[int], pad_id: int | None) -> tuple[int, ...]:
@@ -166,28 +179,37 @@ def _suffix_texts(ids: tuple[int, ...], count: int, row: tuple[int, ...], texts:
 def find_number_texts(ids: Sequence[int], num_token_id: int) -> list[str] | None:
     """The [NUM] texts of `ids` when they end a remembered generated row (trailing padding ignored).
 
-    The most recent generate call with such a row answers; older calls are searched only when it has none.
+    The most recent generate call with such a row answers; older calls are searched only when it has none. When
+    `ids` end several of its rows with different numbers (identical completions, e.g. ``output[:, prompt_len:]`` of
+    templated prompts), they are matched in row order: the first such row after the last one matched this way, as
+    pipelines and ``for row in output`` decode them.
 
     Returns:
         One text per [NUM] of `ids`, or None when no remembered row ends with `ids`.
 
     Raises:
-        ValueError: rows of that call that end with `ids` carry different numbers.
+        ValueError: `ids` end several rows with different numbers and none of them comes after the last match.
     """
     ids = tuple(ids)
     count = ids.count(num_token_id)
-    for token_id, pad_id, rows in reversed(_recent):
-        if token_id != num_token_id:
+    for record in reversed(_recent):
+        if record.num_token_id != num_token_id:
             continue
-        found = {t for row, texts in rows if (t := _suffix_texts(ids, count, row, texts, pad_id)) is not None}
-        if len(found) > 1:
+        found = [(i, t) for i, (row, texts) in enumerate(record.rows)
+                 if (t := _suffix_texts(ids, count, row, texts, record.pad_id)) is not None]  # fmt: skip
+        if not found:
+            continue
+        if len({t for _, t in found}) == 1:
+            return list(found[0][1])
+        later = [(i, t) for i, t in found if i >= record.cursor]
+        if not later:
             raise ValueError(
                 f"these ids are the end of {len(found)} generated sequences with different numbers, so their numbers "
                 "cannot be recovered from the ids: decode the whole output of model.generate with "
                 "number_tokenizer.batch_decode(output), or pass number_texts=..."
             )
-        if found:
-            return list(found.pop())
+        record.cursor = later[0][0] + 1
+        return list(later[0][1])
     return None
 
 
@@ -195,9 +217,10 @@ def find_batch_number_texts(batch: Sequence[Sequence[int]], num_token_id: int) -
     """Per row, the [NUM] texts of a batch cut from the output of one recent generate call (row b of `batch` ends
     row b of that output, e.g. ``output[:, prompt_len:]``); None when no remembered call fits row by row."""
     batch = [tuple(row) for row in batch]
-    for token_id, pad_id, rows in reversed(_recent):
-        if token_id != num_token_id or len(rows) != len(batch):
+    for record in reversed(_recent):
+        if record.num_token_id != num_token_id or len(record.rows) != len(batch):
             continue
+        rows, pad_id = record.rows, record.pad_id
         got = [_suffix_texts(ids, ids.count(num_token_id), *row, pad_id) for ids, row in zip(batch, rows)]
         if all(t is not None for t in got):
             return [list(t) for t in got]

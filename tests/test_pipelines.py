@@ -93,3 +93,22 @@ def test_tokenizer_accepts_transformers_keyword_arguments(llama):
         ntok("a", text_pair="x")
     with pytest.raises(TypeError, match=r"unexpected keyword argument 'colour'"):
         ntok("a", colour=1)
+
+
+def test_batched_pipeline_with_identical_completion_ids_renders_each_rows_numbers(llama):
+    """Templated prompts: the completions are the same ids ([NUM] tokens) with different numbers; the pipeline
+    decodes each row's new ids as a list, and the rows are matched in order."""
+    model, ntok = llama
+    prompts = ["What is 7 + 8 =", "What is 3 + 4 =", "What is 12 + 30 =", "What is 0.5 + 9 ="]
+    ref = generate(model, ntok, prompts, max_new_tokens=2, return_dict=True)
+    assert ref.token_ids[0] == ref.token_ids[1] and ref.numbers[0] != ref.numbers[1]  # the ambiguous case
+    pipe = pipeline("text-generation", model=model, tokenizer=ntok, do_sample=False)
+    for size in (1, 4):
+        out = pipe(prompts, max_new_tokens=2, batch_size=size)
+        assert [o[0]["generated_text"] for o in out] == ref.texts
+    batch = ntok(prompts, return_tensors="pt", padding=True, padding_side="left")
+    width = batch["input_ids"].shape[1]
+    output = model.generate(**batch, max_new_tokens=2)
+    assert [ntok.decode(row) for row in output[:, width:]] == ref.completions  # in order
+    with pytest.raises(ValueError, match="different numbers"):  # the same piece again: every fitting row is used
+        ntok.decode(output[1, width:])
