@@ -62,6 +62,7 @@ class SequenceNumbers:
 RECENT_PROMPT_ROWS = 256
 _notes: dict[int, tuple[weakref.ref, Any]] = {}
 _recent_prompts: deque[tuple[torch.Tensor, PromptNumbers]] = deque()
+_prompt_rows = [0]  # rows in _recent_prompts
 _recent: deque[GenerationRecord] = deque(maxlen=RECENT)
 
 
@@ -83,9 +84,9 @@ def note_prompts(input_ids: torch.Tensor, payload: PromptNumbers) -> None:
     into a new padded batch and drops them)."""
     note(input_ids, payload)
     _recent_prompts.append((input_ids, payload))
-    rows = sum(ids.shape[0] for ids, _ in _recent_prompts)
-    while len(_recent_prompts) > 1 and rows > RECENT_PROMPT_ROWS:
-        rows -= _recent_prompts.popleft()[0].shape[0]
+    _prompt_rows[0] += input_ids.shape[0]
+    while len(_recent_prompts) > 1 and _prompt_rows[0] > RECENT_PROMPT_ROWS:
+        _prompt_rows[0] -= _recent_prompts.popleft()[0].shape[0]
 
 
 def noted(tensor: Any) -> Any:
