@@ -130,7 +130,7 @@ def generate_for_tuner(tuner: Any, *args: Any, **kwargs: Any) -> Any:
     if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2:
         raise ValueError(f"model.generate needs input_ids as a [batch, length] tensor: {FIX}.")
     tokenizer = _number_tokenizer(kwargs.pop("tokenizer", None), parts)
-    numbers, texts, tokenizer = _prompt_numbers(input_ids, given, number_texts, tokenizer, marker, config)
+    numbers, texts, tokenizer = _prompt_numbers(input_ids, given, number_texts, tokenizer)
     gen = copy.deepcopy(kwargs.pop("generation_config", None) or parts.inner.generation_config)
     extra = gen.update(**kwargs)
     attention_mask = extra.pop("attention_mask", None)
@@ -226,9 +226,12 @@ def _number_tokenizer(tokenizer: Any, parts: AdapterParts) -> Any:
     return tokenizer
 
 
-def _prompt_numbers(input_ids, given, number_texts, tokenizer, marker, config):
-    """The prompt's number tensors and texts: given, or noted on `input_ids` by the NumberTokenizer; else checked
-    that the ids hold no marker. Returns ``(numbers or None, number_texts or None, tokenizer)``."""
+def _prompt_numbers(
+    input_ids: torch.Tensor, given: dict[str, torch.Tensor], number_texts: Any, tokenizer: Any
+) -> tuple[dict[str, torch.Tensor] | None, Any, Any]:
+    """The prompt's number tensors (``[B, T]``, ``num_digits`` ``[B, T, P]``) and texts: given, or noted on this
+    `input_ids` tensor by the NumberTokenizer; else None (`_rows` then matches the rows to the tokenizer's recent
+    encodings, or refuses). Returns ``(numbers or None, number_texts or None, tokenizer)``."""
     if given:
         missing = [key for key in SIDE_KEYS if key not in given]
         if missing:
@@ -251,8 +254,10 @@ def _check_options(gen: Any, extra: dict[str, Any]) -> None:
             )
     for name in EMPTY_OK:
         if extra.get(name) is not None and len(extra[name]):
-            raise ValueError(f"model.generate of a numadapter model does not take {name}: remove it. {FIX[0].upper()}"
-                             f"{FIX[1:]}.")  # fmt: skip
+            raise ValueError(
+                f"model.generate of a numadapter model does not take {name} (its decode loop cannot run them): "
+                "remove it."
+            )
         extra.pop(name, None)
     if extra:
         raise ValueError(
@@ -303,7 +308,16 @@ def _loop(parts: AdapterParts, gen: Any, width: int, eos_ids: list[int], pad_id:
     )  # fmt: skip
 
 
-def _rows(input_ids, attention_mask, numbers, texts, pad_id, eos_ids, marker, config) -> tuple[list[PromptRow], Any]:
+def _rows(
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    numbers: dict[str, torch.Tensor] | None,
+    texts: Any,
+    pad_id: int,
+    eos_ids: list[int],
+    marker: int,
+    config: Any,
+) -> tuple[list[PromptRow], Any]:
     """The unpadded prompt rows of a padded batch (left or right padding), with their number values and texts, and
     the NumberTokenizer of noted rows (None when none was looked up). Without `numbers`, a batch whose rows hold
     markers is matched to the rows the NumberTokenizer encoded last (`numadapter.number_notes.noted_rows`) or
