@@ -238,3 +238,14 @@ def test_ids_and_mask_alone_find_the_numbers_of_the_tokenizer_batch(store):
     expected = generate(model, ntok, [FOUR[0].replace("12.5", "99.5")], max_new_tokens=6, return_dict=True)
     assert numbers_of(alone).numbers == expected.numbers
     assert ntok.batch_decode(alone)[0].startswith("The price is 99.5 dollars")
+
+
+@pytest.mark.parametrize("family", ["llama", "t5"])
+def test_use_cache_false_is_the_uncached_reference(store, family):
+    model, ntok = numeric(store, family, "fone")
+    ref = generate(model, ntok, FOUR, max_new_tokens=6, use_cache=False, return_dict=True)
+    assert sum(map(len, ref.numbers)) >= 1
+    batch = ntok(FOUR, return_tensors="pt", padding=True)
+    out = model.generate(**batch, max_new_tokens=6, use_cache=False)
+    new_tokens(out, 1 if family == "t5" else batch["input_ids"].shape[1], ref, ntok.pad_token_id)
+    assert numbers_of(out).numbers == ref.numbers
