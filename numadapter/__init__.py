@@ -11,7 +11,8 @@ Public API (everything else lives in submodules):
   Importing numadapter registers the adapter with PEFT, so `peft.get_peft_model`, `peft.PeftModel.from_pretrained`
   and `AutoPeftModelForCausalLM` work too.
 - `export_merged`, `load_exported`: LoRA merged into one self-contained checkpoint with the number modules.
-- `generate`: the decode loop (KV cache) that renders generated [NUM] tokens from the number head.
+- `generate`: the decode loop (KV cache) that renders generated [NUM] tokens from the number head. ``model.generate``
+  and ``pipeline("text-generation")`` on a numadapter model run the same loop (`numadapter.generation.hf`).
 - `NumberSFTTrainer`, `NumberSeq2SeqTrainer`, `NumberDataCollator`, `prepare_dataset`: training with TRL/transformers.
 - `NTLoss`, `ntl_loss_func`, `NumberLossCallback`: the Number Token Loss, also for a plain `trl.SFTTrainer`.
 """

@@ -29,6 +29,7 @@ labels, so the collator must supply ``decoder_input_ids`` (``DataCollatorForSeq2
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -177,7 +178,9 @@ def ntl_loss_func(
         weight: lambda in ``CE + lambda * NTL`` (the paper uses 0.3 for NTL-WAS).
         kind: the NTL variant (``"was"``, ``"was-cdf"``, ``"mse"``, ``"mae"``, ``"huber"``, ``"gce"``).
         shift_labels: True for causal LMs, False for T5.
-        digit_level: only single-digit tokens count as number tokens (the paper's recommendation).
+        digit_level: only single-digit tokens count as number tokens (the paper's recommendation). A tokenizer
+            that writes numbers with multi-digit tokens (Llama 3 groups up to three digits) then gets NTL 0 on
+            nearly every number: a `UserWarning` says so; pass False to score those tokens by their value.
         **ntl_kwargs: further `numadapter.ntl.NTLoss` options (``squash_factor``, ``sigma``, ...).
 
     Returns:
@@ -185,7 +188,34 @@ def ntl_loss_func(
         docstring: the TRL settings it needs).
     """
     ntl = NTLoss(tokenizer, kind=kind, digit_level=digit_level, reduction="sum", **ntl_kwargs)
+    if digit_level:
+        _warn_multi_digit_tokens(tokenizer, ntl)
     return NTLLossFunction(ntl, weight, shift_labels=shift_labels)
+
+
+NUMBER_PROBE = "In 2024 we sold 1234 units at 56.78 each, 90 more than 345."
+
+
+def _warn_multi_digit_tokens(tokenizer: Any, ntl: NTLoss) -> None:
+    """Warns when `tokenizer` writes numbers with multi-digit tokens (Llama 3: "123"), which ``digit_level=True``
+    leaves out of NTL, so the loss is 0 on nearly every number."""
+    encode = tokenizer if callable(tokenizer) else getattr(tokenizer, "tokenizer", None)
+    source = tokenizer if hasattr(tokenizer, "convert_ids_to_tokens") else getattr(tokenizer, "tokenizer", None)
+    if encode is None or source is None:
+        return
+    ids = encode(NUMBER_PROBE, add_special_tokens=False)["input_ids"]
+    counted = set(ntl.number_token_ids)
+    tokens = source.convert_ids_to_tokens(ids)
+    missed = [t for i, t in zip(ids, tokens) if i not in counted and any(map(str.isdigit, t))]
+    if missed:
+        warnings.warn(
+            f"ntl_loss_func: {type(source).__name__} writes numbers with multi-digit tokens ({NUMBER_PROBE!r} -> "
+            f"{missed}), and digit_level=True counts single digits only, so NTL is 0 on such numbers (nearly all of "
+            "them). Pass digit_level=False to score multi-digit tokens by their value (consider squash_factor, "
+            "see numadapter.ntl), or use a tokenizer that splits numbers into digits.",
+            UserWarning,
+            stacklevel=3,
+        )
 
 
 class NumberLossCallback(TrainerCallback):

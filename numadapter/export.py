@@ -250,7 +250,7 @@ def export_merged(
     work = model if inplace else copy.deepcopy(model)
     if quantized:
         _dequantize_and_merge(work.base_model.model, adapter, target)
-    plain = work.merge_and_unload(adapter_names=[adapter])
+    plain = work.merge_and_unload(adapter_names=[adapter], drop_numbers=True)  # the number modules are saved above
     plain.to(target)
     plain.config.dtype = target
     os.makedirs(out_dir, exist_ok=True)
@@ -329,7 +329,8 @@ def load_exported(
 
     Returns:
         ``(model, number_tokenizer)``: `model` is a frozen ``peft.PeftModel`` (eval mode) whose adapter has no LoRA
-        layers, only the number modules and the [NUM] rows; use it with ``model(**batch)`` and `numadapter.generate`.
+        layers, only the number modules and the [NUM] rows; use it with ``model(**batch)``, `numadapter.generate`,
+        ``model.generate(**batch)`` or a text-generation pipeline.
         ``model.get_base_model()`` is the plain merged transformers model.
     """
     from safetensors.torch import load_file

@@ -9,7 +9,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from numadapter.number_notes import (
+    PromptNumbers,
+    SequenceNumbers,
+    find_batch_number_texts,
+    find_number_texts,
+    noted,
+)
 from numadapter.numbers import ExactNumber
+
+
+def render_place_digits(digits: Sequence[int], sign: int, config: Any) -> str:
+    """The canonical text of a number given by its place digits ``[P]`` (most significant first) and sign."""
+    exact = ExactNumber.from_place_digits(list(digits), config.int_digits, config.frac_digits, -1 if sign < 0 else 1)
+    return str(exact)
 
 
 class NumberDecoding:
@@ -26,6 +39,8 @@ class NumberDecoding:
         num_digits: Any = None,
         num_sign: Any = None,
         skip_special_tokens: bool = True,
+        clean_up_tokenization_spaces: bool | None = None,
+        **kwargs: Any,
     ) -> str:
         """Turns one sequence back into text with its numbers.
 
@@ -37,12 +52,22 @@ class NumberDecoding:
                 [NUM] is rendered canonically from its digits and `num_sign` ([T], default +1).
             num_sign: [T] signs aligned with the ids.
             skip_special_tokens: drop bos/eos/pad/[AGG] (numbers are rendered either way).
+            clean_up_tokenization_spaces, **kwargs: passed to the wrapped tokenizer's ``decode`` (transformers'
+                options, as pipelines pass them).
+
+        Without any of the number arguments, the numbers come from where numadapter noted them
+        (`numadapter.number_notes`): the tensor `NumberTokenizer` returned, the output of ``model.generate``, or a
+        suffix of a row that ``model.generate`` returned recently (``output[0]``, ``output[0, prompt_len:]``).
 
         Returns:
             The text.
+
+        Raises:
+            ValueError: the ids hold [NUM] tokens whose numbers are not known.
         """
         ids, texts, digits, signs = self._unpack(encoding_or_ids, number_texts, num_digits, num_sign, batched=False)
-        return self._decode_row(ids, texts, digits, signs, skip_special_tokens)
+        options = _decode_options(skip_special_tokens, clean_up_tokenization_spaces, kwargs)
+        return self._decode_row(ids, texts, digits, signs, options)
 
     def batch_decode(
         self,
@@ -51,27 +76,39 @@ class NumberDecoding:
         num_digits: Any = None,
         num_sign: Any = None,
         skip_special_tokens: bool = True,
+        clean_up_tokenization_spaces: bool | None = None,
+        **kwargs: Any,
     ) -> list[str]:
-        """`decode` for a batch: a batched `BatchEncoding`/dict, a [B, T] tensor or a list of id lists."""
+        """`decode` for a batch: a batched `BatchEncoding`/dict, a [B, T] tensor, a list of id lists, or the output
+        of ``model.generate`` (its numbers are rendered)."""
         ids, texts, digits, signs = self._unpack(sequences, number_texts, num_digits, num_sign, batched=True)
+        options = _decode_options(skip_special_tokens, clean_up_tokenization_spaces, kwargs)
+        if texts is None and digits is None and self.num_token_id is not None:
+            texts = find_batch_number_texts(ids, self.num_token_id)
         return [
             self._decode_row(
                 row,
                 None if texts is None else texts[b],
                 None if digits is None else digits[b],
                 None if signs is None else signs[b],
-                skip_special_tokens,
+                options,
             )
             for b, row in enumerate(ids)
         ]
 
     @staticmethod
     def _unpack(source, number_texts, num_digits, num_sign, batched: bool):
+        if number_texts is None and num_digits is None:
+            found = noted(source)
+            if found is None and isinstance(source, Mapping):
+                found = noted(source.get("input_ids", source.get("sequences")))
+            if isinstance(found, (SequenceNumbers, PromptNumbers)):
+                number_texts = found.number_texts
         if isinstance(source, Mapping):
             number_texts = source.get("number_texts") if number_texts is None else number_texts
             num_digits = source.get("num_digits") if num_digits is None else num_digits
             num_sign = source.get("num_sign") if num_sign is None else num_sign
-            source = source["input_ids"]
+            source = source["input_ids"] if "input_ids" in source or "sequences" not in source else source["sequences"]
         ids = source.tolist() if hasattr(source, "tolist") else list(source)
         nested = bool(ids) and isinstance(ids[0], list)
         num_digits = num_digits.tolist() if hasattr(num_digits, "tolist") else num_digits
@@ -108,33 +145,33 @@ class NumberDecoding:
         if not positions:
             return []
         if digits is None:
+            texts = find_number_texts(ids, self.num_token_id)
+            if texts is not None:
+                return texts
             raise ValueError(
                 f"Decoding {len(positions)} {self.config.num_token} tokens needs their numbers: pass number_texts "
-                "(the surface forms) or num_digits (+ num_sign) aligned with the ids."
+                "(the surface forms) or num_digits (+ num_sign) aligned with the ids, or decode the tensor "
+                "NumberTokenizer or model.generate returned (ntok.batch_decode(output))."
             )
-        cfg = self.config
-        out = []
-        for t in positions:
-            sign = 1 if signs is None else int(signs[t])
-            exact = ExactNumber.from_place_digits(digits[t], cfg.int_digits, cfg.frac_digits, -1 if sign < 0 else 1)
-            out.append(str(exact))
-        return out
+        return [render_place_digits(digits[t], 1 if signs is None else int(signs[t]), self.config) for t in positions]
 
-    def _decode_row(self, ids: list[int], texts, digits, signs, skip_special_tokens: bool) -> str:
+    def _decode_row(self, ids: list[int], texts, digits, signs, options: dict[str, Any]) -> str:
         ids = [int(i) for i in ids]
+        options = dict(options)
+        skip_special_tokens = options.pop("skip_special_tokens")
         if self.num_token_id is None:  # digits: numbers are ordinary tokens
-            return self.tokenizer.decode(ids, skip_special_tokens=skip_special_tokens)
+            return self.tokenizer.decode(ids, skip_special_tokens=skip_special_tokens, **options)
         numbers = self._number_strings(ids, texts, digits, signs)
         if skip_special_tokens:
             special = self._special_ids() - {self.num_token_id}
             ids = [i for i in ids if i not in special]
-        decoded = self.tokenizer.decode(ids, skip_special_tokens=False)
+        decoded = self.tokenizer.decode(ids, skip_special_tokens=False, **options)
         pieces = decoded.split(self.config.num_token)
         if len(pieces) != len(numbers) + 1:  # ordinary tokens spelled the marker: decode the pieces one by one
             pieces, current = [], []
             for i in ids + [self.num_token_id]:
                 if i == self.num_token_id:
-                    pieces.append(self.tokenizer.decode(current, skip_special_tokens=False))
+                    pieces.append(self.tokenizer.decode(current, skip_special_tokens=False, **options))
                     current = []
                 else:
                     current.append(i)
@@ -143,3 +180,12 @@ class NumberDecoding:
             out.append(number)
             out.append(piece)
         return "".join(out)
+
+
+def _decode_options(skip_special_tokens: bool, clean_up_tokenization_spaces: bool | None, kwargs: dict) -> dict:
+    """The options for the wrapped tokenizer's ``decode`` (None values left out, so its defaults apply)."""
+    options = {"skip_special_tokens": bool(skip_special_tokens)}
+    if clean_up_tokenization_spaces is not None:
+        options["clean_up_tokenization_spaces"] = clean_up_tokenization_spaces
+    options.update({key: value for key, value in kwargs.items() if value is not None})
+    return options

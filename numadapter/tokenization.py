@@ -57,7 +57,9 @@ from transformers import AutoTokenizer, BatchEncoding
 
 from numadapter.config import NumberAdapterConfig
 from numadapter.number_decoding import NumberDecoding
+from numadapter.number_notes import PromptNumbers, note_prompts
 from numadapter.numbers import ExactNumber, NumberOutOfRangeError, NumberSpan, find_numbers
+from numadapter.tokenizer_options import TransformersOptions, check_unsupported
 
 CONFIG_NAME = "number_tokenizer_config.json"
 # Config fields the tokenizer depends on; saved in CONFIG_NAME.
@@ -109,7 +111,7 @@ def _first_prepend(node: Any) -> None:
             _first_prepend(value)
 
 
-class NumberTokenizer(NumberDecoding):
+class NumberTokenizer(NumberDecoding, TransformersOptions):
     """Tokenizer wrapper that turns numbers into ``[NUM]``/``[AGG]`` tokens plus exact side tensors.
 
     Args:
@@ -321,6 +323,13 @@ class NumberTokenizer(NumberDecoding):
         add_special_tokens: bool = True,
         pad_to_multiple_of: int | None = None,
         padding_side: str | None = None,
+        *,
+        return_attention_mask: bool | None = None,
+        return_token_type_ids: bool | None = None,
+        return_special_tokens_mask: bool = False,
+        return_length: bool = False,
+        verbose: bool = True,
+        **unsupported: Any,
     ) -> BatchEncoding:
         """Encodes one text or a batch.
 
@@ -336,6 +345,13 @@ class NumberTokenizer(NumberDecoding):
             add_special_tokens: add the base tokenizer's bos/eos as its post-processor does.
             pad_to_multiple_of: round the padded length up to a multiple of this.
             padding_side: override the tokenizer's padding side for this call.
+            return_attention_mask, return_token_type_ids, return_special_tokens_mask, return_length, verbose: as in
+                transformers (token type ids are zeros: one text per sequence).
+            **unsupported: transformers' other options; a neutral value (``text_pair=None``, ``stride=0``, ...) is
+                accepted, anything else raises a `ValueError` naming it.
+
+        The ``input_ids`` tensor of ``return_tensors="pt"`` is noted with its numbers (`numadapter.number_notes`),
+        so ``model.generate(input_ids=..., attention_mask=...)`` and ``decode`` find them (pipelines pass ids only).
 
         Returns:
             A `BatchEncoding` with ``input_ids``, ``attention_mask``, ``num_mask`` [B, T], ``num_digits``
@@ -346,6 +362,7 @@ class NumberTokenizer(NumberDecoding):
             ValueError: a text contains the marker string literally, bad arguments, or (``out_of_range="error"``)
                 `NumberOutOfRangeError` for a number outside the configured range.
         """
+        check_unsupported(unsupported)
         single = isinstance(text, str)
         texts = [text] if single else list(text)
         if return_tensors not in (None, "pt"):
@@ -374,10 +391,15 @@ class NumberTokenizer(NumberDecoding):
             }
             data.update(self._side_tensors(input_ids, numbers))
             data["number_texts"] = number_texts
-            return BatchEncoding(data)
-        side = self._side_lists(ids, numbers)
-        data = {"input_ids": ids, "attention_mask": mask, **side, "number_texts": number_texts}
-        if single:
+            if self.marker_token_id is not None:
+                sides = {key: data[key] for key in SIDE_KEYS}
+                note_prompts(data["input_ids"], PromptNumbers(sides, number_texts, self, data["attention_mask"]))
+        else:
+            side = self._side_lists(ids, numbers)
+            data = {"input_ids": ids, "attention_mask": mask, **side, "number_texts": number_texts}
+        extras = (return_attention_mask, return_token_type_ids, return_special_tokens_mask, return_length)
+        self._extras(data, ids, *extras)
+        if single and return_tensors is None:
             data = {k: v[0] for k, v in data.items()}
         return BatchEncoding(data)
 

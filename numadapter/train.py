@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
 
+from numadapter.hub import check_model_sources, model_sources
 from numadapter.recipe import DATA_EXTENSIONS, SYNTHETIC_PREFIX, DataSettings, ModelSettings, Recipe, RecipeError
 
 
@@ -219,6 +220,7 @@ def train(recipe: Recipe, print_fn: Callable[[str], None] = print) -> dict[str, 
     from numadapter.tokenization import NumberTokenizer
     from numadapter.trainer import NumberSeq2SeqTrainer, NumberSFTTrainer
 
+    check_model_sources(model_sources(recipe.model), recipe.model.revision)
     training = dict(recipe.training)
     deepspeed = training.pop("deepspeed", None)
     overrides = prepare_distributed_state(deepspeed)
@@ -337,6 +339,7 @@ def evaluate(
         from numadapter.tuner.registration import register
 
         register(force=True)
+        check_model_sources(model_sources(recipe.model)[:1], recipe.model.revision)
         adapter = adapter or recipe.output_dir
         if not os.path.isfile(os.path.join(adapter, CONFIG_NAME)):
             raise FileNotFoundError(

@@ -187,3 +187,17 @@ def test_shift_labels_are_refused_for_t5(store):
     labels = batch.pop("labels")
     with pytest.raises(ValueError, match="`shift_labels` is for causal LMs"):
         model(**batch, shift_labels=labels)
+
+
+@pytest.mark.parametrize("family", ["llama", "t5"])
+def test_add_adapter_without_ids_names_num_token_id(store, family):
+    """A second adapter on an adapted model: the fix is the first adapter's ids, not get_peft_model again."""
+    case = Case(family, "fone", tie=False)
+    model, ntok, config = build(store, case)
+    second = make_config(case, task_type=config.task_type)
+    with pytest.raises(ValueError, match=rf"num_token_id={ntok.num_token_id}\b") as info:
+        model.add_adapter("second", second)
+    assert "numadapter.get_peft_model(model, config, tokenizer" not in str(info.value)
+    fixed = make_config(case, task_type=config.task_type, num_token_id=ntok.num_token_id)
+    model.add_adapter("third", fixed)
+    assert "third" in model.base_model.number_modules

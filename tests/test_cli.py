@@ -254,3 +254,38 @@ def test_close_process_group_destroys_an_initialised_group(tmp_path):
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("offline", [True, False], ids=["HF_HUB_OFFLINE", "no-network"])
+def test_unreachable_hub_id_is_one_line_naming_name_or_path(tmp_path, capsys, monkeypatch, offline):
+    """The default recipe names a hub id; offline, `numadapter train` says so at once, in one line, and names the
+    recipe key to change (no hub retries, no transformers traceback)."""
+    import time
+
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy",
+                 "ALL_PROXY", "all_proxy"):  # fmt: skip
+        monkeypatch.delenv(name, raising=False)
+    if offline:
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    else:
+        monkeypatch.setenv("HF_ENDPOINT", "https://hub.invalid")  # .invalid never resolves (RFC 2606)
+    recipe = os.path.join(ROOT, "recipes", "llama", "fone_lora.yaml")
+    start = time.monotonic()
+    code = cli.main(["train", "--config", recipe, "model.name_or_path=numadapter-tests/no-such-model",
+                     f"training.output_dir={tmp_path / 'out'}"])  # fmt: skip
+    elapsed = time.monotonic() - start
+    err = capsys.readouterr().err
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1, err
+    assert "model.name_or_path='numadapter-tests/no-such-model'" in err
+    assert "set model.name_or_path to a local directory" in err
+    assert ("HF_HUB_OFFLINE=1 is set" if offline else "no network: hub.invalid") in err
+    assert elapsed < 8.0
+
+
+def test_missing_local_model_directory_is_named(tmp_path, capsys):
+    recipe = os.path.join(ROOT, "recipes", "llama", "fone_lora.yaml")
+    missing = str(tmp_path / "nowhere")
+    code = cli.main(["train", "--config", recipe, f"model.name_or_path={missing}"])
+    assert code == 2
+    assert f"model.name_or_path={missing!r} is not a directory" in capsys.readouterr().err

@@ -267,3 +267,24 @@ def test_feature_head_target_survives_export(store, tmp_path):
     torch.testing.assert_close(got.number_logits, want.number_logits, rtol=1e-5, atol=1e-5)
     got_text = generate(loaded, loaded_ntok, PROMPTS, max_new_tokens=6, return_dict=True)
     assert sum(len(n) for n in want_text.numbers) >= 2 and got_text.numbers == want_text.numbers
+
+
+@pytest.mark.parametrize("family", ["llama", "t5"])
+def test_merge_and_unload_never_drops_the_number_modules_silently(store, family):
+    """PEFT's merge_and_unload returns a plain model without the number modules: refused, naming export_merged;
+    drop_numbers=True gives that plain model on purpose; an adapter without number modules merges as in PEFT."""
+    case = Case(family, "fone", tie=False)
+    model, ntok, _ = trained(store, case)
+    with pytest.raises(ValueError, match=r"numadapter\.export_merged\(model, number_tokenizer, out_dir\)"):
+        model.merge_and_unload()
+    assert "default" in model.base_model.number_modules  # the refused call changed nothing
+    plain = model.merge_and_unload(drop_numbers=True)
+    assert not isinstance(plain, type(model)) and not hasattr(plain, "number_modules")
+    digits, dtok, _ = trained(store, Case(family, "digits", tie=False), aggregate=False, aggregate_loss_lambda=1.0)
+    batch = {k: v for k, v in dtok(PLAIN, padding=True, return_tensors="pt").items() if k != "number_texts"}
+    if family == "t5":
+        batch["decoder_input_ids"] = batch["input_ids"][:, :3]
+    with torch.no_grad():
+        want = digits(**batch).logits
+        got = digits.merge_and_unload()(**batch).logits
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-5)

@@ -160,9 +160,12 @@ def test_matches_transformers_generate_on_text_without_numbers(store, family):
         torch.manual_seed(123)
         mine = generate(model, ntok, PLAIN, max_new_tokens=8, min_new_tokens=8, return_dict=True, **kwargs)
         torch.manual_seed(123)
-        with torch.no_grad():
-            theirs = model.generate(**enc, max_new_tokens=8, min_new_tokens=8, **kwargs)
+        with torch.no_grad():  # transformers' own loop on the LoRA-injected model (text without numbers)
+            theirs = model.get_base_model().generate(**enc, max_new_tokens=8, min_new_tokens=8, **kwargs)
         assert mine.token_ids == theirs[:, start:].tolist()
+        torch.manual_seed(123)
+        routed = model.generate(**enc, max_new_tokens=8, min_new_tokens=8, **kwargs)  # numadapter's loop
+        assert torch.equal(routed, theirs)
 
 
 def test_prompts_are_padded_with_their_number_tensors(store):
@@ -496,7 +499,9 @@ def test_agg_is_never_generated(store):
     assert all(agg not in ids for ids in out.token_ids)
     enc = ntok.tokenizer(PLAIN, padding=True, padding_side="left", return_tensors="pt")
     with torch.no_grad():
-        theirs = model.generate(**enc, max_new_tokens=8, min_new_tokens=8, do_sample=False, suppress_tokens=[agg])
+        theirs = model.get_base_model().generate(
+            **enc, max_new_tokens=8, min_new_tokens=8, do_sample=False, suppress_tokens=[agg]
+        )
     assert out.token_ids == theirs[:, enc["input_ids"].shape[1] :].tolist()
 
 

@@ -178,3 +178,32 @@ def test_settings_that_bypass_the_logits_are_refused(assets):
         NumberLossCallback(lambda outputs, labels, num_items_in_batch=None: 0)
     with pytest.raises(ValueError, match="non-negative"):
         ntl_loss_func(tokenizer, weight=-1)
+
+
+def test_multi_digit_tokenizer_warns_that_digit_level_ntl_is_zero(tmp_path):
+    """Llama-3-style tokens ("123"): digit_level=True gives NTL 0 on such numbers, and ntl_loss_func says so."""
+    import warnings
+
+    tokenizer = tiny.build_tokenizer("llama3", tmp_path / "llama3")
+    ids = tokenizer(["It is 12 and 56."])["input_ids"]  # "12", "56": two-digit tokens
+    labels = torch.tensor(ids)
+    logits = torch.randn(1, labels.shape[1], len(tokenizer), generator=torch.Generator().manual_seed(0))
+    with pytest.warns(UserWarning, match=r"multi-digit tokens.*digit_level=False"):
+        digit_level = ntl_loss_func(tokenizer, weight=1.0)
+    with torch.no_grad():
+        digit_level({"logits": logits}, labels)
+    assert digit_level.meter.eval["ntl_loss"].item() == 0.0  # the silent zero the warning is about
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        whole = ntl_loss_func(tokenizer, weight=1.0, digit_level=False)
+    with torch.no_grad():
+        whole({"logits": logits}, labels)
+    assert whole.meter.eval["ntl_loss"].item() > 0.0
+
+
+def test_digit_tokenizer_does_not_warn(assets):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ntl_loss_func(assets[0], weight=0.3)

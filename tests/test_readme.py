@@ -48,6 +48,11 @@ def test_adapter_block_runs_end_to_end(capsys):
     assert torch.allclose(out.loss, out.lm_loss + out.number_loss)  # number_loss_weight = 1
     text = capsys.readouterr().out
     assert "trainable params" in text and "12 + 30 =" in text
+    numadapter, reloaded, ntok = namespace["numadapter"], namespace["reloaded"], namespace["ntok"]
+    expected = numadapter.generate(reloaded, ntok, ["12 + 30 ="], max_new_tokens=4, return_dict=True)
+    assert namespace["output"][0, -len(expected.token_ids[0]) :].tolist() == expected.token_ids[0]
+    assert ntok.batch_decode(namespace["output"]) == expected.texts
+    assert str(expected.texts) in text  # what the block prints
 
 
 def test_quick_start_has_exactly_the_two_commands_ci_runs():

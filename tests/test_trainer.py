@@ -448,3 +448,18 @@ def test_checkpoint_directory_loads_as_a_peft_model(store, tmp_path):
     with torch.no_grad():
         got = loaded(**batch).loss
     torch.testing.assert_close(got, want, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("compute_loss_func", [False, True], ids=["fused-head", "compute-loss-func"])
+def test_plain_sft_trainer_on_a_number_model_names_number_sft_trainer(store, tmp_path, compute_loss_func):
+    """A plain trl.SFTTrainer neither feeds the number tensors nor computes the number loss: refused at its first
+    training forward with an error naming numadapter.NumberSFTTrainer (never TRL's own TypeError)."""
+    import trl
+
+    model, ntok, _ = build(store, "llama", "fone")
+    extra = {"compute_loss_func": lambda outputs, labels, num_items_in_batch=None: outputs.logits.sum()}
+    trainer = trl.SFTTrainer(model=model, args=sft_args(tmp_path, max_steps=1), train_dataset=arithmetic(4),
+                             processing_class=ntok.tokenizer, **(extra if compute_loss_func else {}))  # fmt: skip
+    with pytest.raises(TypeError, match=r"plain trl\.SFTTrainer.*numadapter\.NumberSFTTrainer\(") as info:
+        trainer.train()
+    assert "not subscriptable" not in str(info.value)

@@ -5,8 +5,9 @@ run produces exactly the same number of tokens), text in and text out on every s
 
 - ``numadapter``: ``generate(adapted, ntok, prompts)`` on the number-adapted PEFT model (FoNE by default): its own
   decode loop with KV cache, number hooks and side buffer.
-- ``hf_adapted``: ``tokenizer(prompts)`` + ``adapted.generate(...)`` + ``batch_decode``: transformers' loop on the
-  *same* adapted model (same LoRA and [NUM] rows; no number hooks are needed on text without numbers). The ratio
+- ``hf_adapted``: ``tokenizer(prompts)`` + ``adapted.get_base_model().generate(...)`` + ``batch_decode``:
+  transformers' loop on the *same* adapted model (same LoRA and [NUM] rows; no number hooks are needed on text
+  without numbers; ``adapted.generate`` itself is numadapter's number-aware loop). The ratio
   ``numadapter / hf_adapted`` is the cost of numadapter's loop itself; the target is <= 1.05.
 - ``hf_base``: the same on the base model without any adapter. ``numadapter / hf_base`` adds what the adapter costs
   per token (LoRA matmuls, the [NUM] embedding / LM-head rows), which is not the loop's doing.
@@ -105,7 +106,7 @@ def _sides(parts: dict[str, Any], prompts: list[str], new_tokens: int) -> dict[s
 
     return {
         "numadapter": ours(parts["adapted"]),
-        "hf_adapted": hf(parts["adapted"]),
+        "hf_adapted": hf(parts["adapted"].get_base_model()),  # transformers' loop, LoRA injected
         "hf_base": hf(parts["base"]),
         "numadapter_merged": ours(parts["merged"]),
     }

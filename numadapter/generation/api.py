@@ -34,15 +34,12 @@ from typing import Any
 
 import torch
 
-from numadapter.generation.loop import AdapterParts, decode_loop
+from numadapter.generation.core import LoopSettings, adapter_parts, loop_settings, run_loop, special_ids
+from numadapter.generation.loop import AdapterParts
 from numadapter.generation.prompts import encode_prompts
-from numadapter.generation.readout import NumberReader
-from numadapter.generation.sampling import TokenChooser, sampling_settings
-from numadapter.generation.stopping import RowTracker
+from numadapter.generation.sampling import sampling_settings
 from numadapter.numbers import ExactNumber, find_numbers
 from numadapter.tokenization import NumberTokenizer
-from numadapter.tuner.patches import base_weight
-from numadapter.zero import full_shape
 
 OUT_OF_RANGE_CHOICES = ("stop", "error")
 
@@ -66,25 +63,8 @@ class NumberGenerationOutput:
     stop_reasons: list[str] = field(default_factory=list)
 
 
-def adapter_parts(model: Any) -> AdapterParts:
-    """The pieces of a numadapter PEFT model the decode loop drives; `TypeError` for anything else."""
-    from numadapter.tuner.model import NumberAdapterModel
-
-    tuner = getattr(model, "base_model", None)
-    if not isinstance(tuner, NumberAdapterModel):
-        raise TypeError(
-            f"numadapter.generate needs the PeftModel returned by numadapter.get_peft_model (or loaded with "
-            f"PeftModel.from_pretrained from a numadapter adapter), got {type(model).__name__}. For a model without a "
-            "number adapter use model.generate."
-        )
-    runtime = tuner.number_runtime()
-    modules, config = runtime.modules, runtime.config
-    marker = modules.marker_token_id if modules is not None else None
-    num_id = config.num_token_id if config.encoding in ("fone", "xval") and modules is not None else None
-    return AdapterParts(model=model, runtime=runtime, marker=marker, num_token_id=num_id)
-
-
-def _check_tokenizer(ntok: Any, parts: AdapterParts) -> None:
+def check_number_tokenizer(ntok: Any, parts: AdapterParts) -> None:
+    """`TypeError` / `ValueError` unless `ntok` is a `NumberTokenizer` matching the adapter's config."""
     if not isinstance(ntok, NumberTokenizer):
         raise TypeError(
             f"`number_tokenizer` must be a numadapter NumberTokenizer, got {type(ntok).__name__}: build it with "
@@ -98,38 +78,6 @@ def _check_tokenizer(ntok: Any, parts: AdapterParts) -> None:
             f"the NumberTokenizer (encoding, aggregate, num_token_id, agg_token_id) = {mine} does not match the "
             f"model's adapter config {theirs}: build the NumberTokenizer with the adapter's config and tokenizer."
         )
-
-
-def _token_ids(value: int | Sequence[int] | None, name: str, vocab: int) -> list[int]:
-    if value is None:
-        return []
-    if isinstance(value, int) and not isinstance(value, bool):
-        ids = [value]
-    elif isinstance(value, Sequence) and not isinstance(value, str):
-        ids = list(value)
-    else:
-        raise ValueError(f"`{name}` must be a token id or a list of token ids, got {value!r}.")
-    for i in ids:
-        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < vocab:
-            raise ValueError(f"`{name}` must hold token ids in [0, {vocab}), got {value!r}.")
-    return ids
-
-
-def _special_ids(parts: AdapterParts, ntok: NumberTokenizer, eos_token_id: int | Sequence[int] | None):
-    vocab = full_shape(base_weight(parts.inner.get_output_embeddings()))[0]
-    if eos_token_id is None:
-        eos = parts.inner.generation_config.eos_token_id
-        if eos is None:
-            eos = ntok.tokenizer.eos_token_id
-        eos_ids = _token_ids(eos, "generation_config.eos_token_id", vocab)
-    else:
-        eos_ids = _token_ids(eos_token_id, "eos_token_id", vocab)
-    pad = ntok.tokenizer.pad_token_id
-    if pad is None:
-        pad = parts.inner.generation_config.pad_token_id
-    if pad is None:
-        pad = eos_ids[0] if eos_ids else 0
-    return eos_ids, int(pad) if isinstance(pad, int) else int(pad[0])
 
 
 def _check_arguments(prompts, max_new_tokens, min_new_tokens, stop_strings, num_beams, batch_size, oor, seed):
@@ -219,32 +167,24 @@ def generate(
     )
     settings = sampling_settings(do_sample, temperature, top_k, top_p)
     parts = adapter_parts(model)
-    _check_tokenizer(number_tokenizer, parts)
-    eos_ids, pad_id = _special_ids(parts, number_tokenizer, eos_token_id)
+    check_number_tokenizer(number_tokenizer, parts)
+    eos_ids, pad_id = special_ids(parts, eos_token_id, None, number_tokenizer)
     encoder_decoder = parts.arch.is_encoder_decoder
     full_text = (not encoder_decoder) if return_full_text is None else bool(return_full_text)
-    device = parts.device
     generator = None
     if do_sample and seed is not None:
-        generator = torch.Generator(device=device)
+        generator = torch.Generator(device=parts.device)
         generator.manual_seed(seed)
-    suppressed = []
-    if parts.modules is None:  # adapters disabled: number tokens cannot be decoded
-        suppressed = [i for i in (parts.config.num_token_id, parts.config.agg_token_id) if i is not None]
-    elif parts.config.encoding == "digits" and parts.config.aggregate:
-        suppressed = [parts.config.agg_token_id]
-    chooser = TokenChooser(settings, suppressed, eos_ids, min_new_tokens, generator, device)
-    head = parts.modules.head if parts.modules is not None else None
-    reader = NumberReader(parts.config, head) if head is not None else None
+    loop = loop_settings(
+        parts, settings, eos_ids=eos_ids, pad_id=pad_id, max_new_tokens=max_new_tokens,
+        min_new_tokens=min_new_tokens, stops=stops, use_cache=use_cache, out_of_range=xval_out_of_range,
+        generator=generator,
+    )  # fmt: skip
     result = NumberGenerationOutput()
     step = batch_size or len(texts)
     with torch.no_grad():
         for start in range(0, len(texts), step):
-            chunk = texts[start : start + step]
-            _generate_batch(
-                parts, number_tokenizer, chunk, reader, chooser, eos_ids, stops, pad_id,
-                max_new_tokens, use_cache, xval_out_of_range, full_text, result,
-            )  # fmt: skip
+            _generate_batch(parts, number_tokenizer, texts[start : start + step], loop, full_text, result)
     if return_dict:
         return result
     out_texts: Any = result.texts[0] if single else result.texts
@@ -254,16 +194,20 @@ def generate(
 
 
 def _generate_batch(
-    parts, ntok, prompts, reader, chooser, eos_ids, stops, pad_id, max_new, use_cache, oor, full_text, result
+    parts: AdapterParts,
+    ntok: NumberTokenizer,
+    prompts: list[str],
+    loop: LoopSettings,
+    full_text: bool,
+    result: NumberGenerationOutput,
 ) -> None:
     side = "right" if parts.arch.is_encoder_decoder else "left"
-    batch = encode_prompts(ntok, prompts, pad_id, side, parts.device)
+    batch = encode_prompts(ntok, prompts, loop.pad_id, side, parts.device)
 
     def decode(ids: list[int], number_texts: list[str]) -> str:
         return ntok.decode(ids, number_texts=number_texts, skip_special_tokens=True)
 
-    tracker = RowTracker(len(prompts), eos_ids, stops, parts.num_token_id, decode)
-    decode_loop(parts, batch, reader, chooser, tracker, max_new, use_cache, pad_id, oor)
+    tracker = run_loop(parts, batch, loop, decode)
     for row, prompt in enumerate(prompts):
         ids, numbers = tracker.tokens[row], tracker.numbers[row]
         generated = [n.text for n in numbers]

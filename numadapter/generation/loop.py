@@ -207,7 +207,8 @@ def _zero_row(parts: AdapterParts, fed: torch.Tensor) -> NumberInputs:
     return NumberInputs(mask=zeros, digits=digits, sign=zeros, values=zeros.float())
 
 
-def _decoder_start(parts: AdapterParts, batch: PromptBatch) -> torch.Tensor:
+def decoder_start(parts: AdapterParts, batch: PromptBatch) -> torch.Tensor:
+    """``[B, 1]`` of the model's ``decoder_start_token_id`` (T5), on the device of ``batch.input_ids``."""
     start = parts.inner.generation_config.decoder_start_token_id
     if start is None:
         start = parts.inner.config.decoder_start_token_id
@@ -227,7 +228,7 @@ class Seq2SeqCached(_Session):
         step, out = self._public(
             input_ids=batch.input_ids,
             attention_mask=batch.attention_mask,
-            decoder_input_ids=_decoder_start(self.parts, batch),
+            decoder_input_ids=decoder_start(self.parts, batch),
             use_cache=True,
             **batch.numbers,
         )
@@ -250,7 +251,7 @@ class Seq2SeqUncached(_Session):
     """T5 without cache: the public forward (encoder and the whole decoder sequence) at every step."""
 
     def start(self, max_new_tokens: int) -> Step:
-        self.decoder_ids = _decoder_start(self.parts, self.batch)
+        self.decoder_ids = decoder_start(self.parts, self.batch)
         self.decoder_numbers: dict[str, torch.Tensor] = {}
         if self.batch.numbers:
             row = _zero_row(self.parts, self.decoder_ids[:, 0])

@@ -10,6 +10,7 @@ that has no pad token (pad rows are masked out; any id serves).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -40,6 +41,22 @@ class PromptBatch:
     has_padding: bool
 
 
+@dataclass
+class PromptRow:
+    """One unpadded prompt: its ids, its number side values aligned with them, and its numbers' surface forms.
+
+    Attributes:
+        ids: the prompt ids.
+        sides: ``num_mask`` / ``num_sign`` / ``num_values`` ``[T]`` and ``num_digits`` ``[T, P]`` (lists or tensors),
+            or None when the row has no number.
+        number_texts: the surface form of each number, in order.
+    """
+
+    ids: list[int]
+    sides: dict[str, Any] | None
+    number_texts: list[str]
+
+
 def encode_prompts(
     ntok: NumberTokenizer, prompts: list[str], pad_id: int, padding_side: str, device: torch.device
 ) -> PromptBatch:
@@ -59,40 +76,57 @@ def encode_prompts(
         ValueError: a prompt encodes to no token at all (a causal LM without bos has nothing to condition on).
     """
     enc = ntok(prompts)
-    ids: list[list[int]] = [list(row) for row in enc["input_ids"]]
-    empty = [i for i, row in enumerate(ids) if not row]
-    if empty:
-        raise ValueError(
-            f"prompt {empty[0]} ({prompts[empty[0]]!r}) encodes to no token (this tokenizer adds no bos/eos): give "
-            "every prompt at least one character of text."
-        )
-    batch, length = len(ids), max(len(row) for row in ids)
+    rows = []
+    for b, ids in enumerate(enc["input_ids"]):
+        if not ids:
+            raise ValueError(
+                f"prompt {b} ({prompts[b]!r}) encodes to no token (this tokenizer adds no bos/eos): give every prompt "
+                "at least one character of text."
+            )
+        texts = list(enc["number_texts"][b])
+        sides = {key: enc[key][b] for key in SIDE_KEYS} if texts and ntok.marker_token_id is not None else None
+        rows.append(PromptRow(list(ids), sides, texts))
+    places = ntok.config.num_places if ntok.marker_token_id is not None else None
+    return pad_prompts(rows, places, pad_id, padding_side, device)
+
+
+def pad_prompts(
+    rows: list[PromptRow], places: int | None, pad_id: int, padding_side: str, device: torch.device
+) -> PromptBatch:
+    """Pads prompt rows into one `PromptBatch` (ids, mask and side tensors padded alike).
+
+    Args:
+        rows: the prompts.
+        places: digit places P of ``num_digits``; None when the encoding has no number marker (no side tensors).
+        pad_id: the id written into padding positions.
+        padding_side: ``"left"`` (causal LMs) or ``"right"`` (T5 encoder).
+        device: where the tensors go.
+    """
+    batch, length = len(rows), max(len(row.ids) for row in rows)
     input_ids = torch.full((batch, length), pad_id, dtype=torch.long)
     attention_mask = torch.zeros(batch, length, dtype=torch.long)
-    marker = ntok.marker_token_id
     numbers: dict[str, torch.Tensor] = {}
-    if marker is not None:
-        places = ntok.config.num_places
+    if places is not None:
         numbers = {
             "num_mask": torch.zeros(batch, length, dtype=torch.long),
             "num_digits": torch.zeros(batch, length, places, dtype=torch.long),
             "num_sign": torch.zeros(batch, length, dtype=torch.long),
             "num_values": torch.zeros(batch, length, dtype=torch.float32),
         }
-    for b, row in enumerate(ids):
-        cols = slice(length - len(row), length) if padding_side == "left" else slice(0, len(row))
-        input_ids[b, cols] = torch.tensor(row, dtype=torch.long)
+    for b, row in enumerate(rows):
+        cols = slice(length - len(row.ids), length) if padding_side == "left" else slice(0, len(row.ids))
+        input_ids[b, cols] = torch.tensor(row.ids, dtype=torch.long)
         attention_mask[b, cols] = 1
-        if marker is not None and enc["number_texts"][b]:
+        if numbers and row.sides is not None:
             for key in SIDE_KEYS:
-                numbers[key][b, cols] = torch.tensor(enc[key][b], dtype=numbers[key].dtype)
+                numbers[key][b, cols] = torch.as_tensor(row.sides[key], dtype=numbers[key].dtype).cpu()
     return PromptBatch(
         input_ids=input_ids.to(device),
         attention_mask=attention_mask.to(device),
         numbers={key: value.to(device) for key, value in numbers.items()},
-        ids=ids,
-        number_texts=[list(texts) for texts in enc["number_texts"]],
-        has_padding=any(len(row) < length for row in ids),
+        ids=[list(row.ids) for row in rows],
+        number_texts=[list(row.number_texts) for row in rows],
+        has_padding=any(len(row.ids) < length for row in rows),
     )
 
 

@@ -18,6 +18,7 @@ The class is registered with PEFT under ``PeftType.NUMADAPTER`` (`registration`)
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from contextlib import nullcontext
 
@@ -114,12 +115,16 @@ class NumberAdapterModel(LoraModel):
 
     def _bind(self, model: nn.Module, config: NumberAdapterConfig) -> None:
         arch = detect_architecture(model)
+        bound = self._bound_config(config)
         if config.task_type != arch.task_type:
+            where = "set it" if bound is not None else "set it, or use numadapter.get_peft_model, which sets it"
             raise ValueError(
                 f"{arch.model_class} needs NumberAdapterConfig(task_type={arch.task_type!r}), got "
-                f"task_type={config.task_type!r}: set it, or use numadapter.get_peft_model, which sets it."
+                f"task_type={config.task_type!r}: {where}."
             )
         fix = "use numadapter.get_peft_model(model, config, tokenizer=tokenizer), which adds the tokens and sets it"
+        if bound is not None:  # add_adapter / load_adapter on a model that already has a number adapter
+            fix = _second_adapter_fix(bound)
         if config.encoding in ("fone", "xval") and config.num_token_id is None:
             raise ValueError(f"encoding={config.encoding!r} needs `num_token_id` (the {config.num_token} id): {fix}.")
         if config.encoding == "digits" and config.aggregate and config.agg_token_id is None:
@@ -166,6 +171,13 @@ class NumberAdapterModel(LoraModel):
                 f"token ids {bad} are outside the resized vocabulary of {config.resized_vocab_size} rows: set "
                 "`resized_vocab_size` >= the tokenizer length (numadapter.get_peft_model does)."
             )
+
+    def _bound_config(self, config: NumberAdapterConfig) -> NumberAdapterConfig | None:
+        """Another number adapter's config already bound to this model (for `add_adapter`), or None."""
+        if self.__dict__.get("_binding") is None:
+            return None
+        others = [c for c in self.peft_config.values() if c is not config and isinstance(c, NumberAdapterConfig)]
+        return others[0] if others else None
 
     def _add_rows(
         self, model: nn.Module, adapter_name: str, config: NumberAdapterConfig, user_ids: list[int]
@@ -236,6 +248,37 @@ class NumberAdapterModel(LoraModel):
         if adapter_name in self.number_modules:
             del self.number_modules[adapter_name]
 
+    def merge_and_unload(
+        self,
+        progressbar: bool = False,
+        safe_merge: bool = False,
+        adapter_names: list[str] | None = None,
+        *,
+        drop_numbers: bool = False,
+    ) -> nn.Module:
+        """PEFT's merge, refused while it would drop number modules (the plain model cannot hold them).
+
+        The merged transformers model has no FoNE / xVal / [AGG] input module and no number head: from the first
+        [NUM] on its logits differ from the adapter's, and nothing decodes a generated [NUM]. So this raises unless
+        the merged adapters have no number modules (``encoding="digits"`` without ``aggregate``) or
+        ``drop_numbers=True`` asks for the plain model (e.g. for text without numbers). `numadapter.export_merged`
+        + `numadapter.load_exported` give a merged model that keeps its numbers.
+
+        Raises:
+            ValueError: a merged adapter has number modules and `drop_numbers` is False.
+        """
+        names = list(self.active_adapters) if adapter_names is None else list(adapter_names)
+        numbered = [name for name in names if _has_numbers(self.number_modules, name)]
+        if numbered and not drop_numbers:
+            raise ValueError(
+                f"merge_and_unload() would return a plain {type(self.model).__name__} without adapter "
+                f"{numbered[0]!r}'s number modules (the [NUM] features and the number head): its logits would differ "
+                "from the adapter's from the first number on. To merge and keep the numbers use "
+                "numadapter.export_merged(model, number_tokenizer, out_dir), then numadapter.load_exported(out_dir). "
+                "For the plain model without numbers pass merge_and_unload(drop_numbers=True)."
+            )
+        return super().merge_and_unload(progressbar=progressbar, safe_merge=safe_merge, adapter_names=adapter_names)
+
     def _enable_adapter_layers(self, enabled: bool = True) -> None:
         super()._enable_adapter_layers(enabled)
         self._numbers_enabled = enabled
@@ -276,6 +319,14 @@ class NumberAdapterModel(LoraModel):
             buffer=self._buffer,
         )
 
+    def generate(self, *args, **kwargs):
+        """``model.generate`` of a numadapter model (``PeftModel.generate`` calls this): numadapter's decode loop,
+        fed the number tensors of the `NumberTokenizer` batch and decoding every generated [NUM] with the number head
+        (`numadapter.generation.hf`: the options it honours, its output, the errors)."""
+        from numadapter.generation.hf import generate_for_tuner
+
+        return generate_for_tuner(self, *args, **kwargs)
+
     # -- forward ----------------------------------------------------------------------------------------------------
     def forward(self, *args, **kwargs):
         """Runs the model with number tensors; returns a `NumberCausalLMOutput` / `NumberSeq2SeqLMOutput`.
@@ -294,6 +345,8 @@ class NumberAdapterModel(LoraModel):
             if len(args) > 1 or "input_ids" in kwargs:
                 raise TypeError("NumberAdapterModel.forward takes the model inputs as keyword arguments.")
             kwargs["input_ids"] = args[0]
+        if kwargs.pop("fused_lm_head", False) or (kwargs.get("labels") is not None and _trl_patched(self.model)):
+            raise TypeError(_PLAIN_SFT_TRAINER)
         given = pop_number_kwargs(kwargs)
         adapter = self._number_adapter()
         if adapter is None:  # adapters disabled: the base model (number tensors are not used)
@@ -362,6 +415,42 @@ class NumberAdapterModel(LoraModel):
         cls = NumberSeq2SeqLMOutput if arch.is_encoder_decoder else NumberCausalLMOutput
         result = cls(**dict(out.items()), **fields)
         return result.to_tuple() if return_dict is False else result
+
+
+def _has_numbers(number_modules: nn.ModuleDict, name: str) -> bool:
+    """Whether adapter `name` has an input number module or a number head (lost by a plain merge)."""
+    modules = number_modules[name] if name in number_modules else None
+    return modules is not None and (modules.embedding is not None or modules.head is not None)
+
+
+_PLAIN_SFT_TRAINER = (
+    "this numadapter model is being trained by a plain trl.SFTTrainer: it patched the model's forward with its fused "
+    "LM head, feeds no number tensors and never computes the number loss. Train it with numadapter.NumberSFTTrainer("
+    "model=model, args=SFTConfig(...), train_dataset=..., processing_class=NumberTokenizer(tokenizer, config)), which "
+    "takes the same arguments (numadapter.NumberSeq2SeqTrainer for T5)."
+)
+
+
+def _trl_patched(model: nn.Module) -> bool:
+    """Whether TRL's ``add_fused_lm_head`` replaced `model`'s forward (a plain ``trl.SFTTrainer`` was built on it)."""
+    forward = model.__dict__.get("forward")
+    code = getattr(getattr(forward, "__func__", forward), "__code__", None)
+    return code is not None and code.co_name == "_fused_forward" and f"{os.sep}trl{os.sep}" in code.co_filename
+
+
+def _second_adapter_fix(bound: NumberAdapterConfig) -> str:
+    """How to configure a second number adapter on a model: name the token ids the first one already uses."""
+    ids = {
+        "num_token_id": bound.num_token_id,
+        "agg_token_id": bound.agg_token_id,
+        "digit_token_ids": bound.digit_token_ids,
+    }
+    given = ", ".join(f"{name}={value!r}" for name, value in ids.items() if value is not None)
+    return (
+        f"this model already has a number adapter, so numadapter.get_peft_model was already applied and the tokens "
+        f"exist: give the new config the ids of the adapter already on the model, NumberAdapterConfig(..., "
+        f"{given}) (copy them from model.peft_config[<first adapter>])"
+    )
 
 
 def _pop_labels(kwargs: dict, encoder_decoder: bool) -> tuple[torch.Tensor | None, bool]:

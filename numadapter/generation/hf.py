@@ -1,0 +1,387 @@
+"""``model.generate(**ntok(prompts, return_tensors="pt", padding=True))`` on a numadapter model, number-aware.
+
+`NumberAdapterModel.generate` (the PEFT tuner, which ``PeftModel.generate`` calls) routes here, so every model
+numadapter returns (`numadapter.get_peft_model`, ``PeftModel.from_pretrained`` / ``AutoPeftModel*``,
+`numadapter.load_exported`) generates through numadapter's decode loop (`numadapter.generation.core.run_loop`, the
+same as `numadapter.generate`) instead of transformers' loop, which would feed [NUM] without its number features and
+leave every generated [NUM] undecoded.
+
+Inputs: ``input_ids`` and ``attention_mask`` with the number tensors of the `NumberTokenizer` batch (``num_mask``,
+``num_digits``, ``num_sign``, ``num_values``; ``number_texts`` too). Without them (``pipeline("text-generation")``
+passes ids and mask only) the numbers are taken from the tokenizer's note on the ``input_ids`` tensor
+(`numadapter.number_notes`); ids that hold [NUM] / [AGG] with no numbers anywhere are refused. Padding may be left or
+right (each row is re-padded as the loop needs: left for causal LMs, right for the T5 encoder); the mask must be one
+run of ones per row.
+
+Generation settings follow transformers: ``generation_config`` and keyword arguments (``max_new_tokens`` or
+``max_length``, ``min_new_tokens`` / ``min_length``, ``do_sample``, ``temperature``, ``top_k`` (default 50 when
+sampling, as in transformers), ``top_p``, ``eos_token_id``, ``pad_token_id``, ``num_return_sequences`` (sampling),
+``suppress_tokens``, ``stop_strings`` (with ``tokenizer=``), ``use_cache``, ``return_dict_in_generate``). What the
+loop cannot do (beam search, repetition penalties, logits processors, scores, ...) is refused by name.
+
+Output, as transformers returns it: a LongTensor ``[B * num_return_sequences, L]``, causal: the input ids as given
+followed by the generated ids, T5: ``decoder_start_token_id`` followed by them; sequences that stop early are padded
+with ``pad_token_id``. The numbers go with it: ``ntok.batch_decode(output)`` renders every [NUM] (prompt and
+generated), and so do ``ntok.decode(output[0])`` and ``ntok.batch_decode(output[:, prompt_len:])`` (the rows of the
+last generate calls are remembered, see `numadapter.number_notes`). `numbers_of(output)` gives the generated
+numbers and stop reasons.
+
+A numadapter model without a number marker (``encoding="digits"`` without ``aggregate``) writes numbers as digit
+tokens: there ``model.generate`` is transformers' own (beam search and the rest included).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+
+from numadapter.generation.core import loop_settings, parts_from_tuner, run_loop, special_ids, token_ids, vocab_size
+from numadapter.generation.loop import AdapterParts, decoder_start
+from numadapter.generation.prompts import SIDE_KEYS, PromptBatch, PromptRow, pad_prompts
+from numadapter.generation.sampling import sampling_settings
+from numadapter.generation.stopping import RowTracker
+from numadapter.number_decoding import render_place_digits
+from numadapter.number_notes import PromptNumbers, SequenceNumbers, note, noted, noted_rows, remember_generation
+from numadapter.tuner.number_modules import marker_token_id
+
+FIX = (
+    "pass the whole NumberTokenizer batch, model.generate(**ntok(prompts, return_tensors='pt', padding=True)), or "
+    "call numadapter.generate(model, ntok, prompts)"
+)
+# Generation options the number-aware loop cannot honour, with the values that mean "off".
+UNSUPPORTED: dict[str, tuple[Any, ...]] = {
+    "num_beams": (None, 1),
+    "num_beam_groups": (None, 1),
+    "diversity_penalty": (None, 0.0),
+    "penalty_alpha": (None,),
+    "dola_layers": (None,),
+    "repetition_penalty": (None, 1.0),
+    "encoder_repetition_penalty": (None, 1.0),
+    "no_repeat_ngram_size": (None, 0),
+    "encoder_no_repeat_ngram_size": (None, 0),
+    "bad_words_ids": (None,),
+    "force_words_ids": (None,),
+    "constraints": (None,),
+    "sequence_bias": (None,),
+    "begin_suppress_tokens": (None,),
+    "forced_bos_token_id": (None,),
+    "forced_eos_token_id": (None,),
+    "typical_p": (None, 1.0),
+    "epsilon_cutoff": (None, 0.0),
+    "eta_cutoff": (None, 0.0),
+    "min_p": (None,),
+    "top_h": (None,),
+    "guidance_scale": (None, 1.0),
+    "exponential_decay_length_penalty": (None,),
+    "renormalize_logits": (None, False),
+    "watermarking_config": (None,),
+    "output_scores": (None, False),
+    "output_logits": (None, False),
+    "output_attentions": (None, False),
+    "output_hidden_states": (None, False),
+    "prompt_lookup_num_tokens": (None,),
+    "max_time": (None,),
+    "token_healing": (None, False),
+    "low_memory": (None, False),
+}
+EMPTY_OK = ("logits_processor", "stopping_criteria")  # transformers' list arguments: accepted when empty
+
+
+def numbers_of(sequences: torch.Tensor) -> SequenceNumbers:
+    """The numbers ``model.generate`` produced with `sequences` (texts of every [NUM] per row, generated values,
+    stop reasons); `ValueError` for a tensor that did not come from a numadapter ``model.generate``."""
+    found = noted(sequences)
+    if not isinstance(found, SequenceNumbers):
+        raise ValueError(
+            "this tensor was not returned by model.generate of a numadapter model (or is a copy or slice of it): pass "
+            "the output tensor itself."
+        )
+    return found
+
+
+def generate_for_tuner(tuner: Any, *args: Any, **kwargs: Any) -> Any:
+    """``model.generate`` of a numadapter model (see the module docstring).
+
+    Args:
+        tuner: the `NumberAdapterModel` (``peft_model.base_model``).
+        *args: ``input_ids`` may come first, as in transformers.
+        **kwargs: ``input_ids``, ``attention_mask``, number tensors, ``generation_config`` and its fields.
+
+    Returns:
+        The sequences ``[N, L]`` (a ``Generate*Output`` with ``sequences`` when ``return_dict_in_generate=True``).
+    """
+    if len(args) > 1:
+        raise TypeError("model.generate takes input_ids as its only positional argument; pass the rest by keyword.")
+    input_ids = args[0] if args else kwargs.pop("input_ids", kwargs.pop("inputs", None))
+    given = {key: kwargs.pop(key) for key in SIDE_KEYS if key in kwargs}
+    number_texts = kwargs.pop("number_texts", None)
+    config = tuner.number_runtime().config
+    marker = marker_token_id(config)
+    if marker is None:  # digits without [AGG]: numbers are digit tokens, transformers' loop is exact
+        if "num_mask" in given and bool(given["num_mask"].any()):
+            raise ValueError("num_mask marks numbers, but this adapter (encoding='digits') has no number marker.")
+        return tuner.model.generate(input_ids, **kwargs) if input_ids is not None else tuner.model.generate(**kwargs)
+    parts = parts_from_tuner(tuner)
+    for name in ("inputs_embeds", "decoder_input_ids", "decoder_inputs_embeds", "encoder_outputs"):
+        if kwargs.get(name) is not None:
+            raise ValueError(f"model.generate of a numadapter model takes input_ids, not {name}: {FIX}.")
+    if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2:
+        raise ValueError(f"model.generate needs input_ids as a [batch, length] tensor: {FIX}.")
+    tokenizer = _number_tokenizer(kwargs.pop("tokenizer", None), parts)
+    numbers, texts, tokenizer = _prompt_numbers(input_ids, given, number_texts, tokenizer)
+    gen = copy.deepcopy(kwargs.pop("generation_config", None) or parts.inner.generation_config)
+    extra = gen.update(**kwargs)
+    attention_mask = extra.pop("attention_mask", None)
+    streamer = extra.pop("streamer", None)
+    _check_options(gen, extra)
+    enc_dec = parts.arch.is_encoder_decoder
+    eos_ids, pad_id = special_ids(parts, gen.eos_token_id, gen.pad_token_id, tokenizer)
+    rows, row_tokenizer = _rows(input_ids, attention_mask, numbers, texts, pad_id, eos_ids, marker, config)
+    tokenizer = tokenizer or row_tokenizer
+    repeat = gen.num_return_sequences or 1
+    if repeat > 1 and not gen.do_sample:
+        raise ValueError(
+            f"num_return_sequences={repeat} with greedy decoding gives {repeat} identical sequences: pass "
+            "do_sample=True (numadapter has no beam search)."
+        )
+    rows = [row for row in rows for _ in range(repeat)]
+    batch = pad_prompts(rows, config.num_places, pad_id, "right" if enc_dec else "left", parts.device)
+    loop = _loop(parts, gen, input_ids.shape[1], eos_ids, pad_id, tokenizer)
+    decode = None
+    if loop.stops:
+        decode = lambda ids, number_texts: tokenizer.decode(ids, number_texts=number_texts)  # noqa: E731
+    prompt_ids = input_ids.repeat_interleave(repeat, 0)
+    prompt_texts = [[] if enc_dec else row.number_texts for row in rows]
+    tracker_cls = RowTracker
+    if streamer is not None:
+        start = _sequences(parts, prompt_ids, [[] for _ in rows], pad_id)
+        tracker_cls = _streaming(streamer, start, prompt_texts, parts.num_token_id, pad_id)
+    with torch.no_grad():
+        tracker = run_loop(parts, batch, loop, decode, tracker_cls)
+    if streamer is not None:
+        streamer.end()
+    sequences = _sequences(parts, prompt_ids, tracker.tokens, pad_id)
+    result = SequenceNumbers(
+        number_texts=[p + [n.text for n in got] for p, got in zip(prompt_texts, tracker.numbers)],
+        numbers=[[n.value for n in got] for got in tracker.numbers],
+        stop_reasons=list(tracker.reasons),
+    )
+    note(sequences, result)
+    if parts.num_token_id is not None:
+        remember_generation(parts.num_token_id, pad_id, sequences.tolist(), result.number_texts)
+    if gen.return_dict_in_generate:
+        from transformers.generation.utils import GenerateDecoderOnlyOutput, GenerateEncoderDecoderOutput
+
+        output = (GenerateEncoderDecoderOutput if enc_dec else GenerateDecoderOnlyOutput)(sequences=sequences)
+        note(output, result)
+        return output
+    return sequences
+
+
+def _streaming(streamer: Any, start: torch.Tensor, prompt_texts: list[list[str]], num_id: int | None, pad_id: int):
+    """A `RowTracker` class that hands every step's tokens to a transformers streamer (``put`` / ``end``).
+
+    The streamer first gets `start` (``[B, T]``: the prompt ids, or T5's decoder start id), then ``[B]`` per step,
+    as transformers' loop gives them. A streamer that decodes (``TextStreamer``) calls ``ntok.decode`` on the ids so
+    far; the rows generated so far are kept among the recent generations (`numadapter.number_notes`), updated each
+    step, so their [NUM] tokens decode to the numbers the head produced.
+    """
+    rows = [list(row) for row in start.tolist()]
+    live: list[tuple[tuple[int, ...], tuple[str, ...]]] = []
+    if num_id is not None:
+        live = remember_generation(num_id, pad_id, rows, prompt_texts)
+    streamer.put(start.cpu())
+
+    class StreamingTracker(RowTracker):
+        def record(self, tokens: list[int], numbers: dict) -> list[int]:
+            active = list(self.active)
+            stopped = super().record(tokens, numbers)
+            for row in active:
+                rows[row].append(tokens[row])
+                if live:
+                    texts = prompt_texts[row] + [n.text for n in self.numbers[row]]
+                    live[row] = (tuple(rows[row]), tuple(texts))
+            fed = [tokens[row] if row in active else pad_id for row in range(len(rows))]
+            streamer.put(torch.tensor(fed, dtype=torch.long))
+            return stopped
+
+    return StreamingTracker
+
+
+def _number_tokenizer(tokenizer: Any, parts: AdapterParts) -> Any:
+    """The ``tokenizer=`` argument when it is a `NumberTokenizer` of this adapter (checked), else None."""
+    from numadapter.generation.api import check_number_tokenizer
+    from numadapter.tokenization import NumberTokenizer
+
+    if tokenizer is None:
+        return None
+    if not isinstance(tokenizer, NumberTokenizer):
+        raise TypeError(
+            f"tokenizer= must be the NumberTokenizer of this adapter, got {type(tokenizer).__name__}: pass "
+            "NumberTokenizer(tokenizer, config) (it decodes the [NUM] tokens for stop_strings)."
+        )
+    check_number_tokenizer(tokenizer, parts)
+    return tokenizer
+
+
+def _prompt_numbers(
+    input_ids: torch.Tensor, given: dict[str, torch.Tensor], number_texts: Any, tokenizer: Any
+) -> tuple[dict[str, torch.Tensor] | None, Any, Any]:
+    """The prompt's number tensors (``[B, T]``, ``num_digits`` ``[B, T, P]``) and texts: given, or noted on this
+    `input_ids` tensor by the NumberTokenizer; else None (`_rows` then matches the rows to the tokenizer's recent
+    encodings, or refuses). Returns ``(numbers or None, number_texts or None, tokenizer)``."""
+    if given:
+        missing = [key for key in SIDE_KEYS if key not in given]
+        if missing:
+            raise ValueError(f"model.generate got {sorted(given)} but not {missing}: {FIX}.")
+        return given, number_texts, tokenizer
+    found = noted(input_ids)
+    if isinstance(found, PromptNumbers):
+        return found.numbers, found.number_texts, tokenizer or found.tokenizer
+    return None, None, tokenizer  # `_rows` looks each row up among the noted rows, or refuses
+
+
+def _check_options(gen: Any, extra: dict[str, Any]) -> None:
+    for name, neutral in UNSUPPORTED.items():
+        value = getattr(gen, name, None)
+        if not any(value is n or value == n for n in neutral):
+            raise ValueError(
+                f"generation_config.{name}={value!r} is not supported by numadapter's number-aware generation, which "
+                "decodes greedily or samples (temperature, top_k, top_p) and feeds every generated number back: "
+                f"remove it. (numadapter.generate documents the options.)"
+            )
+    for name in EMPTY_OK:
+        if extra.get(name) is not None and len(extra[name]):
+            raise ValueError(
+                f"model.generate of a numadapter model does not take {name} (its decode loop cannot run them): "
+                "remove it."
+            )
+        extra.pop(name, None)
+    if extra:
+        raise ValueError(
+            f"model.generate of a numadapter model got arguments it does not use: {sorted(extra)}. It takes "
+            "input_ids, attention_mask, the number tensors, number_texts, tokenizer and GenerationConfig fields: "
+            f"{FIX}."
+        )
+
+
+def _loop(parts: AdapterParts, gen: Any, width: int, eos_ids: list[int], pad_id: int, tokenizer: Any):
+    """The loop settings from a `GenerationConfig` (lengths as transformers counts them)."""
+    start = 1 if parts.arch.is_encoder_decoder else width  # tokens max_length / min_length count before new ones
+    if gen.max_new_tokens is not None:
+        max_new = gen.max_new_tokens
+    elif gen.max_length is not None:
+        max_new = gen.max_length - start
+    else:
+        max_new = 20  # transformers' default
+    if isinstance(max_new, bool) or not isinstance(max_new, int) or max_new < 1:
+        raise ValueError(
+            f"max_new_tokens must be >= 1, got {max_new} (max_new_tokens={gen.max_new_tokens}, max_length="
+            f"{gen.max_length}, prompt length {width}): raise max_new_tokens."
+        )
+    if gen.min_new_tokens is not None:
+        min_new = gen.min_new_tokens
+    else:
+        min_new = max((gen.min_length or 0) - start, 0)
+    min_new = min(min_new, max_new)
+    do_sample = bool(gen.do_sample)
+    sampling = sampling_settings(
+        do_sample,
+        gen.temperature if do_sample else None,
+        (50 if gen.top_k is None else gen.top_k) if do_sample else None,
+        gen.top_p if do_sample else None,
+    )
+    stops = gen.stop_strings
+    stops = [stops] if isinstance(stops, str) else list(stops or [])
+    if stops and tokenizer is None:
+        raise ValueError(
+            "stop_strings needs the NumberTokenizer to read the generated text: pass tokenizer=ntok (or the whole "
+            "ntok batch, whose tokenizer is known)."
+        )
+    suppress = token_ids(gen.suppress_tokens, "suppress_tokens", vocab_size(parts))
+    use_cache = True if gen.use_cache is None else bool(gen.use_cache)
+    return loop_settings(
+        parts, sampling, eos_ids=eos_ids, pad_id=pad_id, max_new_tokens=max_new, min_new_tokens=min_new,
+        stops=stops, use_cache=use_cache, suppress=suppress,
+    )  # fmt: skip
+
+
+def _rows(
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    numbers: dict[str, torch.Tensor] | None,
+    texts: Any,
+    pad_id: int,
+    eos_ids: list[int],
+    marker: int,
+    config: Any,
+) -> tuple[list[PromptRow], Any]:
+    """The unpadded prompt rows of a padded batch (left or right padding), with their number values and texts, and
+    the NumberTokenizer of noted rows (None when none was looked up). Without `numbers`, a batch whose rows hold
+    markers is matched to the rows the NumberTokenizer encoded last (`numadapter.number_notes.noted_rows`) or
+    refused."""
+    if attention_mask is None:
+        attention_mask = torch.ones_like(input_ids)
+        if pad_id not in eos_ids:  # as transformers infers it
+            attention_mask = (input_ids != pad_id).long()
+    if attention_mask.shape != input_ids.shape:
+        raise ValueError(
+            f"attention_mask has shape {tuple(attention_mask.shape)}, input_ids {tuple(input_ids.shape)}: {FIX}."
+        )
+    ids_cpu, mask_cpu = input_ids.cpu(), attention_mask.cpu().bool()
+    side = {key: value.cpu() for key, value in numbers.items()} if numbers is not None else None
+    rows = []
+    for b in range(ids_cpu.shape[0]):
+        kept = mask_cpu[b].nonzero().flatten()
+        if kept.numel() == 0:
+            raise ValueError(f"row {b} of attention_mask is all zeros: every prompt needs at least one token.")
+        first, last = int(kept[0]), int(kept[-1]) + 1
+        if last - first != kept.numel():
+            raise ValueError(
+                f"row {b} of attention_mask has gaps (ones at columns {kept.tolist()}): pad each prompt on one side "
+                "only, as NumberTokenizer(..., padding=True) does."
+            )
+        ids = ids_cpu[b, first:last].tolist()
+        row_sides = {key: value[b, first:last] for key, value in side.items()} if side is not None else None
+        count = ids.count(marker)
+        row_texts = list(texts[b]) if texts is not None else None
+        if row_texts is None or len(row_texts) != count:
+            row_texts = _texts_from_digits(row_sides, ids, marker, config) if count else []
+        rows.append(PromptRow(ids, row_sides, row_texts if config.encoding != "digits" else []))
+    counts = [row.ids.count(marker) for row in rows]
+    if side is not None or not any(counts):
+        return rows, None
+    found = noted_rows([row.ids for row in rows])
+    if found is None:
+        b = next(b for b, count in enumerate(counts) if count)
+        token = config.num_token if config.encoding in ("fone", "xval") else config.agg_token
+        raise ValueError(
+            f"input_ids row {b} holds {counts[b]} {token} token(s) but model.generate got no number tensors "
+            f"(num_mask, num_digits, num_sign, num_values), so their numbers are unknown: {FIX}."
+        )
+    texts = [row.number_texts if config.encoding != "digits" else [] for row in found]
+    rows = [PromptRow(row.ids, got.sides, text) for row, got, text in zip(rows, found, texts)]
+    return rows, found[0].tokenizer
+
+
+def _texts_from_digits(sides: dict[str, torch.Tensor] | None, ids: list[int], marker: int, config: Any) -> list[str]:
+    """The canonical text of each marker's number, from its place digits and sign."""
+    if sides is None:
+        return []
+    places = [t for t, token in enumerate(ids) if token == marker]
+    return [render_place_digits(sides["num_digits"][t].tolist(), int(sides["num_sign"][t]), config) for t in places]
+
+
+def _sequences(parts: AdapterParts, input_ids: torch.Tensor, generated: list[list[int]], pad_id: int) -> torch.Tensor:
+    """``[N, L]``: causal: the input ids as given + the generated ids; T5: the decoder start id + them; padded."""
+    width = max(len(row) for row in generated)
+    new = torch.full((len(generated), width), pad_id, dtype=torch.long)
+    for b, row in enumerate(generated):
+        new[b, : len(row)] = torch.tensor(row, dtype=torch.long)
+    new = new.to(input_ids.device)
+    if parts.arch.is_encoder_decoder:
+        start = decoder_start(parts, PromptBatch(input_ids, input_ids, {}, [], [], False))
+        return torch.cat((start, new), dim=1)
+    return torch.cat((input_ids, new), dim=1)
