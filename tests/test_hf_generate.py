@@ -26,6 +26,7 @@ def store(tmp_path_factory) -> Store:
 
 
 def numeric(store, family: str, encoding: str, **overrides):
+    torch.manual_seed(0)  # random LoRA (init_lora_weights=False): the same model whatever ran before
     model, ntok = build(store, family, encoding, torch.float64 if encoding == "xval" else torch.float32, **overrides)
     encourage_numbers(model, ntok)
     return model, ntok
