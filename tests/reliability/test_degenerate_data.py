@@ -19,7 +19,7 @@ LLAMA = Case("llama", "fone", tie=False)
 
 def args(tmp_path, **overrides) -> SFTConfig:
     settings = dict(output_dir=str(tmp_path / "out"), max_steps=2, per_device_train_batch_size=2, report_to=[],
-                    bf16=False, save_strategy="no", disable_tqdm=True, logging_steps=1, learning_rate=1e-2)  # fmt: skip
+                    bf16=False, save_strategy="no", disable_tqdm=True, logging_steps=1)  # fmt: skip
     settings.update(overrides)
     return SFTConfig(**settings)
 
