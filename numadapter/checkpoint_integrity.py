@@ -167,7 +167,13 @@ class AtomicCheckpointMixin:
     def _push_from_checkpoint(self, checkpoint_folder: str) -> None:
         return super()._push_from_checkpoint(self._redirected(checkpoint_folder))
 
-    def train(self, resume_from_checkpoint: str | bool | None = None, trial: Any = None, **kwargs: Any):
+    def train(
+        self,
+        resume_from_checkpoint: str | bool | None = None,
+        trial: Any = None,
+        ignore_keys_for_eval: list[str] | None = None,
+        **kwargs: Any,
+    ):
         """`Trainer.train`, with `resume_from_checkpoint` checked (see the module docstring)."""
         need_optimizer = not (self.args.save_only_model or self.is_deepspeed_enabled or self.is_fsdp_enabled)
         if resume_from_checkpoint is True:
@@ -196,4 +202,5 @@ class AtomicCheckpointMixin:
                     f"from the last complete checkpoint ({found or 'none in that directory'}) or pass "
                     "resume_from_checkpoint=True, which picks it."
                 )
+        kwargs["ignore_keys_for_eval"] = ignore_keys_for_eval
         return super().train(resume_from_checkpoint=resume_from_checkpoint, trial=trial, **kwargs)
