@@ -446,6 +446,7 @@ def export_checkpoint(
         raise ValueError(
             f"the adapter config in {os.fspath(adapter_dir)!r} names no base model: pass base= (--base PATH)."
         )
+    check_export_target(out_dir, {"the adapter's directory": adapter_dir, "the base model's directory": base})
     tokenizer = tokenizer or os.fspath(adapter_dir)
     if not os.path.isfile(os.path.join(tokenizer, CONFIG_NAME)):
         raise FileNotFoundError(
@@ -457,5 +458,4 @@ def export_checkpoint(
     target = resolve_dtype(dtype)
     base_model = auto.from_pretrained(base, dtype=target or "auto")
     model = PeftModel.from_pretrained(base_model, os.fspath(adapter_dir))
-    check_export_target(out_dir, {"the adapter's directory": adapter_dir, "the base model's directory": base})
     return export_merged(model, ntok, out_dir, dtype=target, inplace=True, max_shard_size=max_shard_size)

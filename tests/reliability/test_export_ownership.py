@@ -156,3 +156,17 @@ def test_untouched_export_loads(exported):
     path, expected = exported
     model, ntok = load_exported(path)
     torch.testing.assert_close(logits(model, ntok), expected, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("target", ["adapter", "base"])
+def test_export_checkpoint_refuses_the_adapter_and_base_directories(store, fone_adapter, target):
+    from numadapter.export import export_checkpoint
+
+    _, adapter_dir, _ = fone_adapter
+    base_dir = store.base_path("llama", False)
+    out = adapter_dir if target == "adapter" else base_dir
+    before = digest(out)
+    what = "the adapter's directory" if target == "adapter" else "the base model's directory"
+    with pytest.raises(ValueError, match=rf"refusing to export into '{out}': it is {what}"):
+        export_checkpoint(adapter_dir, out, base=base_dir)
+    assert digest(out) == before
