@@ -8,6 +8,7 @@ and what to change.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -26,6 +27,11 @@ NTL_KINDS = ("was", "was-cdf", "mse", "mae", "huber", "gce")
 # int64 per place, so 64 + 64 places are far beyond any model width worry while still catching typos (800).
 MAX_INT_DIGITS = 64
 MAX_FRAC_DIGITS = 64
+# The largest token id / vocabulary numadapter accepts: about 16x the largest vocabularies in use (256k), so a typo
+# such as num_token_id=10**7 is refused instead of growing the embedding to millions of rows.
+MAX_VOCAB_SIZE = 2**22
+# The widest regression MLP hidden layer accepted for `xval_head_hidden` (a 64k-wide model is far beyond any use).
+MAX_HEAD_HIDDEN = 2**16
 
 
 def _choice(name: str, value: object, choices: tuple[str, ...]) -> None:
@@ -33,10 +39,25 @@ def _choice(name: str, value: object, choices: tuple[str, ...]) -> None:
         raise ValueError(f"`{name}` must be one of {list(choices)}, got {value!r}.")
 
 
+def _real(name: str, value: object) -> float:
+    """`value` as a finite real number; `ValueError` for NaN, infinity, bools and non-numbers."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"`{name}` must be a number, got {value!r} ({type(value).__name__}).")
+    if not math.isfinite(value):
+        raise ValueError(f"`{name}` must be a finite number, got {value!r}: set it to a real value.")
+    return float(value)
+
+
 def _positive(name: str, value: float, *, allow_zero: bool = False) -> None:
-    if value < 0 or (value == 0 and not allow_zero):
+    if _real(name, value) < 0 or (value == 0 and not allow_zero):
         bound = "non-negative" if allow_zero else "positive"
         raise ValueError(f"`{name}` must be {bound}, got {value!r}.")
+
+
+def _integer(name: str, value: object, low: int, high: int) -> None:
+    """`value` must be an int (not a bool) in ``[low, high]``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError(f"`{name}` must be an integer in [{low}, {high}], got {value!r}.")
 
 
 @dataclass
@@ -230,9 +251,19 @@ class NumberAdapterConfig(LoraConfig):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
                 raise ValueError(f"`{name}` must be a non-negative integer or None, got {value!r}.")
+        for name in ("num_token_id", "agg_token_id", "original_vocab_size", "resized_vocab_size"):
+            value = getattr(self, name)
+            if value is not None and value > MAX_VOCAB_SIZE:
+                raise ValueError(
+                    f"`{name}` is {value}, beyond the largest vocabulary numadapter accepts ({MAX_VOCAB_SIZE}): "
+                    "take the ids from the tokenizer (numadapter.get_peft_model(model, config, tokenizer=tokenizer) "
+                    "sets them)."
+                )
         ids = self.digit_token_ids
         if ids is not None and (
-            len(ids) != 10 or len(set(ids)) != 10 or any(not isinstance(i, int) or i < 0 for i in ids)
+            len(ids) != 10
+            or len(set(ids)) != 10
+            or any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i <= MAX_VOCAB_SIZE for i in ids)
         ):
             raise ValueError(f"`digit_token_ids` must be 10 distinct token ids (for '0' ... '9'), got {ids!r}.")
         if None not in (self.original_vocab_size, self.resized_vocab_size) and (
@@ -261,12 +292,8 @@ class NumberAdapterConfig(LoraConfig):
         _choice("fone_head_target", self.fone_head_target, FONE_HEAD_TARGETS)
         _choice("xval_form", self.xval_form, XVAL_FORMS)
         _choice("ntl_kind", self.ntl_kind, NTL_KINDS)
-        for name, value, limit in (
-            ("int_digits", self.int_digits, MAX_INT_DIGITS),
-            ("frac_digits", self.frac_digits, MAX_FRAC_DIGITS),
-        ):
-            if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= limit:
-                raise ValueError(f"`{name}` must be an integer in [0, {limit}], got {value!r}.")
+        _integer("int_digits", self.int_digits, 0, MAX_INT_DIGITS)
+        _integer("frac_digits", self.frac_digits, 0, MAX_FRAC_DIGITS)
         if self.int_digits + self.frac_digits == 0:
             raise ValueError("`int_digits` + `frac_digits` must be at least 1, got 0 + 0: set `int_digits`.")
         if not self.fone_bases or any(not isinstance(b, int) or b < 2 for b in self.fone_bases):
@@ -280,9 +307,10 @@ class NumberAdapterConfig(LoraConfig):
         _positive("xval_clip", self.xval_clip)
         _positive("number_loss_weight", self.number_loss_weight, allow_zero=True)
         _positive("ntl_weight", self.ntl_weight, allow_zero=True)
+        _real("xval_center", self.xval_center)
         if self.xval_head_hidden is not None:
-            _positive("xval_head_hidden", self.xval_head_hidden)
-        if not 0.0 <= self.aggregate_loss_lambda <= 1.0:
+            _integer("xval_head_hidden", self.xval_head_hidden, 1, MAX_HEAD_HIDDEN)
+        if not 0.0 <= _real("aggregate_loss_lambda", self.aggregate_loss_lambda) <= 1.0:
             raise ValueError(
                 f"`aggregate_loss_lambda` must be in [0, 1] (1.0 disables the aggregate loss), "
                 f"got {self.aggregate_loss_lambda!r}."

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from numadapter.collator import GROUP_FIELD, LABEL_PREFIX, SIDE_FIELDS, safe_slice
+from numadapter.data_checks import first_example, require_examples
 from numadapter.numbers import find_numbers
 
 _ASCII_DIGITS = frozenset("0123456789")
@@ -271,7 +272,7 @@ def prepare_dataset(
     Returns:
         The tokenized dataset (original columns removed).
     """
-    first = next(iter(dataset))
+    first = first_example(dataset)
     fmt = detect_format(first, dataset_text_field) if formatting_func is None or "input_ids" in first else "text"
     if fmt == "tokenized":
         return dataset
@@ -293,4 +294,5 @@ def prepare_dataset(
         dataset = dataset.map(_truncate, fn_kwargs={**fn_kwargs, "digit_ids": digit_ids})
         if completion_only_loss and fmt.startswith("prompt_completion") and not seq2seq:
             dataset = dataset.filter(lambda example: any(example["completion_mask"]))
+            require_examples(dataset, "dataset", max_length, truncation_mode)
     return dataset

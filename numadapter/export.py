@@ -228,16 +228,21 @@ def export_merged(
     """
     from safetensors.torch import save_file
 
+    from numadapter.export_files import check_export_target, file_listing, staged_directory
     from numadapter.quantization import quantized_weights
 
     tuner, adapter, config = _adapter(model)
     _check_tokenizer(number_tokenizer, config)
     _check_not_partitioned(model)
+    protected = {
+        "the base model's directory": config.base_model_name_or_path,
+        "the directory the base model was loaded from": getattr(tuner.model, "name_or_path", None),
+    }
+    check_export_target(out_dir, protected)
     quantized = bool(quantized_weights(model))
     target = resolve_dtype(dtype) or _default_dtype(tuner.model, quantized)
     modules = tuner.number_modules[adapter] if adapter in tuner.number_modules else None
-    module_state = {} if modules is None else {k: v.detach().to("cpu", torch.float32).contiguous().clone()
-                                              for k, v in modules.state_dict().items()}  # fmt: skip
+    module_state = {} if modules is None else {k: _module_tensor(v) for k, v in modules.state_dict().items()}
     if quantized:
         now, after = _model_bytes(model, target)
         warnings.warn(
@@ -253,11 +258,28 @@ def export_merged(
     plain = work.merge_and_unload(adapter_names=[adapter], drop_numbers=True)  # the number modules are saved above
     plain.to(target)
     plain.config.dtype = target
-    os.makedirs(out_dir, exist_ok=True)
-    plain.save_pretrained(out_dir, max_shard_size=max_shard_size)
-    number_tokenizer.save_pretrained(out_dir)
-    save_file(module_state, os.path.join(out_dir, NUMBER_MODULES_NAME), metadata={"format": "pt"})
-    info = {
+    with staged_directory(out_dir) as staging:  # replaces out_dir whole once every file is written
+        plain.save_pretrained(staging, max_shard_size=max_shard_size)
+        number_tokenizer.save_pretrained(staging)
+        save_file(module_state, os.path.join(staging, NUMBER_MODULES_NAME), metadata={"format": "pt"})
+        info = _export_info(config, target, quantized)
+        info["files"] = file_listing(staging)
+        with open(os.path.join(staging, NUMBER_CONFIG_NAME), "w", encoding="utf-8") as file:
+            json.dump(info, file, indent=2, sort_keys=True)
+    return os.fspath(out_dir)
+
+
+def _module_tensor(tensor: torch.Tensor) -> torch.Tensor:
+    """A CPU copy of a number-module tensor for export: floating ones as float32, others (the stamp) unchanged."""
+    tensor = tensor.detach().to("cpu")
+    if tensor.is_floating_point():
+        tensor = tensor.to(torch.float32)
+    return tensor.contiguous().clone()
+
+
+def _export_info(config: Any, target: torch.dtype, quantized: bool) -> dict[str, Any]:
+    """The content of ``number_config.json`` (without the file list)."""
+    return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "task_type": getattr(config.task_type, "value", config.task_type),
@@ -273,9 +295,6 @@ def export_merged(
             "dequantized_from_4bit": quantized,
         },
     }
-    with open(os.path.join(out_dir, NUMBER_CONFIG_NAME), "w", encoding="utf-8") as file:
-        json.dump(info, file, indent=2, sort_keys=True)
-    return os.fspath(out_dir)
 
 
 def read_number_config(path: str | os.PathLike) -> tuple[Any, dict[str, Any]]:
@@ -290,8 +309,11 @@ def read_number_config(path: str | os.PathLike) -> tuple[Any, dict[str, Any]]:
             f"No {NUMBER_CONFIG_NAME} in {os.fspath(path)!r}: this is not a numadapter export (write one with "
             "numadapter.export.export_merged or `numadapter export`)."
         )
-    with open(file, encoding="utf-8") as handle:
-        info = json.load(handle)
+    from numadapter.export_files import REEXPORT, read_json
+
+    info = read_json(file, f"copy the complete export directory, or {REEXPORT}")
+    if not isinstance(info, dict) or not isinstance(info.get("number_config"), dict):
+        raise ValueError(f"{file} holds no `number_config` mapping: the file was edited or damaged; {REEXPORT}.")
     if info.get("format") != FORMAT or info.get("format_version") != FORMAT_VERSION:
         raise ValueError(
             f"{file} has format {info.get('format')!r} version {info.get('format_version')!r}; this numadapter reads "
@@ -336,11 +358,15 @@ def load_exported(
     from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
+    from numadapter.export_files import REEXPORT, check_export_files
     from numadapter.mapping import get_peft_model
     from numadapter.tokenization import NumberTokenizer
+    from numadapter.tuner.integrity import STAMP, check_stamp
     from numadapter.tuner.number_modules import number_token_ids
 
-    config, _ = read_number_config(path)
+    path = os.fspath(path)
+    config, info = read_number_config(path)
+    check_export_files(path, info)
     ntok = NumberTokenizer.from_pretrained(path, config=config)
     auto = AutoModelForSeq2SeqLM if config.task_type == "SEQ_2_SEQ_LM" else AutoModelForCausalLM
     kwargs = {"dtype": resolve_dtype(dtype) or "auto"}
@@ -358,10 +384,19 @@ def load_exported(
                 continue
             delta = module.token_adapter.trainable_tokens_delta["default"]  # (K, H)
             delta[: len(ids)] = rows.to(delta.device, delta.dtype)
-    state = load_file(os.path.join(path, NUMBER_MODULES_NAME))
+    modules_file = os.path.join(path, NUMBER_MODULES_NAME)
+    state = load_file(modules_file)
+    check_stamp(config, state.get(STAMP), modules_file, os.path.join(path, NUMBER_CONFIG_NAME))
     modules = tuner.number_modules["default"]
+    state.setdefault(STAMP, modules.settings_stamp)  # an export written before settings stamps existed
     device = next(iter(modules.parameters()), torch.empty(0)).device
-    modules.load_state_dict({k: v.to(device) for k, v in state.items()}, strict=True)
+    try:
+        modules.load_state_dict({k: v.to(device) for k, v in state.items()}, strict=True)
+    except RuntimeError as exc:
+        raise ValueError(
+            f"{modules_file} does not hold the number modules {os.path.join(path, NUMBER_CONFIG_NAME)} describes "
+            f"({exc}): the export was edited or damaged; {REEXPORT}."
+        ) from exc
     model.eval()
     return model, ntok
 
@@ -396,6 +431,7 @@ def export_checkpoint(
     from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
     from numadapter.config import NumberAdapterConfig
+    from numadapter.export_files import check_export_target
     from numadapter.tokenization import CONFIG_NAME, NumberTokenizer
     from numadapter.tuner.registration import register
 
@@ -411,6 +447,7 @@ def export_checkpoint(
         raise ValueError(
             f"the adapter config in {os.fspath(adapter_dir)!r} names no base model: pass base= (--base PATH)."
         )
+    check_export_target(out_dir, {"the adapter's directory": adapter_dir, "the base model's directory": base})
     tokenizer = tokenizer or os.fspath(adapter_dir)
     if not os.path.isfile(os.path.join(tokenizer, CONFIG_NAME)):
         raise FileNotFoundError(

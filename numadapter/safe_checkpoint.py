@@ -12,6 +12,8 @@ DESIGN.md point 12, "safe to load". A `transformers.Trainer` checkpoint holds, n
   (``optimizer.pt``, ...) still resumes: those files are read by transformers' own code, with
   ``torch.load(weights_only=True)``.
 
+Checkpoints are written atomically and checked before resuming (`numadapter.checkpoint_integrity`).
+
 Exceptions, where the state belongs to another library's format and transformers' own save/load runs unchanged:
 DeepSpeed (``model_wrapped.save_checkpoint``: DeepSpeed's ``global_step*/`` files, and ``scheduler.pt`` for a
 non-DeepSpeed scheduler), FSDP (torch.distributed.checkpoint), SageMaker model parallel, and TPU / NPU / HPU / MLU /
@@ -36,6 +38,8 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers.trainer import TRAINING_ARGS_NAME
 from transformers.training_args import ParallelMode
+
+from numadapter.checkpoint_integrity import AtomicCheckpointMixin
 
 FORMAT = "numadapter-state/1"
 TRAINING_ARGS_JSON = "training_args.json"
@@ -165,12 +169,12 @@ def _other_rng_devices() -> bool:
     return any(check() for check in (*checks, is_torch_musa_available))
 
 
-class SafeCheckpointMixin:
+class _SafeStateMixin:
     """Overrides `transformers.Trainer`'s checkpoint writers and readers (see the module docstring).
 
-    Mix in before the Trainer class. The overridden methods are the Trainer's own (transformers 5.x):
-    ``_save``, ``_save_optimizer_and_scheduler``, ``_save_scaler``, ``_save_rng_state`` and their ``_load_*``
-    counterparts; each falls back to the Trainer's method where another format owns the state.
+    The overridden methods are the Trainer's own (transformers 5.x): ``_save``, ``_save_optimizer_and_scheduler``,
+    ``_save_scaler``, ``_save_rng_state`` and their ``_load_*`` counterparts; each falls back to the Trainer's method
+    where another format owns the state.
     """
 
     def _own_optimizer_format(self) -> bool:
@@ -247,3 +251,11 @@ class SafeCheckpointMixin:
         if torch.cuda.is_available() and "cuda" in states:
             distributed = self.args.parallel_mode == ParallelMode.DISTRIBUTED
             set_rng_state_for_device("CUDA", torch.cuda, states, distributed)
+
+
+class SafeCheckpointMixin(AtomicCheckpointMixin, _SafeStateMixin):
+    """Checkpoints in safetensors + JSON (`_SafeStateMixin`), written atomically and checked before resuming
+    (`numadapter.checkpoint_integrity.AtomicCheckpointMixin`, first in the MRO so that it redirects every writer).
+
+    Mix in before the Trainer class.
+    """

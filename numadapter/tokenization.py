@@ -521,8 +521,9 @@ class NumberTokenizer(NumberDecoding, TransformersOptions):
                 f"No {CONFIG_NAME} in {os.fspath(path)!r}: this is not a NumberTokenizer directory (save one with "
                 "NumberTokenizer.save_pretrained)."
             )
-        with open(file, encoding="utf-8") as f:
-            settings = json.load(f)
+        from numadapter.export_files import read_json
+
+        settings = read_json(file, "save the NumberTokenizer again with NumberTokenizer.save_pretrained")
         saved_ids = {k: settings.pop(k, None) for k in ("num_token_id", "agg_token_id")}
         if config is None:
             config = NumberAdapterConfig(**{k: v for k, v in settings.items() if k in SAVED_FIELDS})

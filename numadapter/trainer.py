@@ -44,6 +44,7 @@ from numadapter.callbacks import COMPONENTS, LossMeter, eval_prefix
 from numadapter.collator import CAUSAL_COLUMNS, SEQ2SEQ_COLUMNS, NumberDataCollator
 from numadapter.config import NumberAdapterConfig
 from numadapter.data import detect_format, prepare_dataset
+from numadapter.data_checks import first_example
 from numadapter.quantization import restore_number_precision
 from numadapter.safe_checkpoint import SafeCheckpointMixin
 from numadapter.tokenization import NumberTokenizer
@@ -96,7 +97,7 @@ def _completion_only(args_value: bool | None, dataset: Any) -> bool:
     """TRL's rule: None means True for prompt-completion data, False otherwise."""
     if args_value is not None:
         return bool(args_value)
-    return next(iter(dataset)).keys() >= {"prompt", "completion"}
+    return first_example(dataset, "train_dataset").keys() >= {"prompt", "completion"}
 
 
 def _map_datasets(datasets: Any, fn) -> Any:
@@ -450,7 +451,7 @@ class NumberSeq2SeqTrainer(_NumberLossMixin, SafeCheckpointMixin, Seq2SeqTrainer
             )
         if train_dataset is None:
             raise ValueError("`train_dataset` is required.")
-        detect_format(next(iter(train_dataset)))  # a clear error for unusable columns before anything runs
+        detect_format(first_example(train_dataset, "train_dataset"))  # unusable columns fail before anything runs
         self._prepare_kwargs = dict(
             seq2seq=True,
             max_length=max_length,

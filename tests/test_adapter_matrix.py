@@ -149,7 +149,7 @@ def check_train_save_load(store, case, tmp_path):
     expected.add(f"base_model.model.{EMBEDDING_PATH[case.family]}.token_adapter.trainable_tokens_delta")
     if untied(case):
         expected.add("base_model.model.lm_head.token_adapter.trainable_tokens_delta")
-    expected |= {f"base_model.number_modules.{k}" for k in NUMBER_KEYS[case.encoding]}
+    expected |= {f"base_model.number_modules.{k}" for k in NUMBER_KEYS[case.encoding] + ["settings_stamp"]}
     assert keys == expected
     saved = json.load(open(os.path.join(tmp_path, "adapter_config.json")))
     assert saved["original_vocab_size"] == base.get_input_embeddings().weight.shape[0]

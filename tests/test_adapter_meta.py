@@ -105,7 +105,9 @@ def test_full_size_shapes_and_adapter_size(name, encoding):
     assert model.get_input_embeddings().token_adapter.base_layer.weight.shape == (rows, hidden)
     extra = extra_params(encoding, hidden, head_rows)
     assert params == lora_params + extra
-    assert size == lora_bytes + 4 * extra  # float32
+    stamp = model.base_model.number_modules["default"].settings_stamp  # the settings as JSON bytes, checked on load
+    assert stamp.dtype == torch.uint8 and stamp.numel() < 1024
+    assert size == lora_bytes + 4 * extra + stamp.numel()  # float32 parameters
     ratio = size / lora_bytes
     print(f"{name:15s} {encoding:6s} trainable {params:>11,} vs LoRA {lora_params:>11,}  bytes ratio {ratio:.4f}")
     assert ratio <= 1.01

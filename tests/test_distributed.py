@@ -234,6 +234,7 @@ def test_saved_adapter_is_whole_and_reloads_to_the_same_logits(runs: Runs, confi
     saved = _tensors(out / "final" / "adapter_model.safetensors")
     # PEFT drops the adapter name from saved keys
     expected = {k.replace(".default.", ".").removesuffix(".default"): v for k, v in trained.items()}
+    assert saved.pop("base_model.number_modules.settings_stamp").dtype == torch.uint8  # the settings, not trained
     assert sorted(saved) == sorted(expected)
     for key, value in saved.items():
         assert value.numel() > 0, f"{key} was saved empty"

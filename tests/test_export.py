@@ -154,9 +154,10 @@ def test_export_directory_is_safetensors_and_json_only(store, tmp_path):
     assert info["merged_adapter"]["dtype"] == "bfloat16" and info["merged_adapter"]["r"] == config.r
     with safe_open(str(out / "model.safetensors"), "pt") as f:
         assert {f.get_slice(k).get_dtype() for k in f.keys()} == {"BF16"}
-    with safe_open(str(out / NUMBER_MODULES_NAME), "pt") as f:  # number modules stay float32
+    with safe_open(str(out / NUMBER_MODULES_NAME), "pt") as f:  # number modules stay float32 (the stamp is bytes)
         keys = list(f.keys())
-        assert keys and {f.get_slice(k).get_dtype() for k in keys} == {"F32"}
+        assert keys and {f.get_slice(k).get_dtype() for k in keys if k != "settings_stamp"} == {"F32"}
+        assert f.get_slice("settings_stamp").get_dtype() == "U8"
     expected = {k for k in model.base_model.number_modules["default"].state_dict()}
     assert set(keys) == expected
     config_again, _ = read_number_config(out)

@@ -239,6 +239,9 @@ def fone_decode(features: torch.Tensor, int_digits: int, frac_digits: int, bases
 
     Returns:
         N canonical number strings (``ExactNumber`` text, e.g. ``"4.17"``, ``"-12"``, ``"0"``).
+
+    Raises:
+        ValueError: a wrong feature shape, bases without 10 (or 2 and 5), or a row with NaN / infinite values.
     """
     bases = _check_layout(int_digits, frac_digits, bases)
     places = int_digits + frac_digits
@@ -255,6 +258,13 @@ def fone_decode(features: torch.Tensor, int_digits: int, frac_digits: int, bases
             "add 10 to `fone_bases`."
         )
     feats = features.detach().to("cpu", torch.float64)
+    finite = torch.isfinite(feats).all(-1)  # (N,)
+    if not bool(finite.all()):
+        rows = (~finite).nonzero().flatten().tolist()
+        raise ValueError(
+            f"`features` rows {rows[:10]} hold NaN or infinite values, which encode no number: fone_decode needs "
+            "finite features (check the model output that produced them, e.g. a diverged head)."
+        )
     count = feats.shape[0]
     candidates = torch.arange(10, dtype=torch.float64)  # (10,)
     known = torch.zeros(count, dtype=torch.float64)  # (N,): f = (x mod 10^(k-n)) / 10^(k-n) of decoded digits

@@ -111,10 +111,11 @@ def count_aggregate_numbers(lm_labels: torch.Tensor, digit_token_ids: list[int])
 
 
 def normaliser(labels: torch.Tensor, num_items_in_batch: int | torch.Tensor | None) -> torch.Tensor:
-    """N: ``num_items_in_batch`` when given, else the count of scored labels (at least 1), float32."""
+    """N: ``num_items_in_batch`` when given, else the count of scored labels; at least 1 (an accumulated batch with
+    every label masked has a zero sum, so its loss is 0, not 0 / 0), float32."""
     if num_items_in_batch is None:
         return (labels != IGNORE_INDEX).sum().clamp(min=1).to(torch.float32)
-    return torch.as_tensor(num_items_in_batch, device=labels.device).to(torch.float32)
+    return torch.as_tensor(num_items_in_batch, device=labels.device).to(torch.float32).clamp(min=1)
 
 
 def cross_entropy(logits: torch.Tensor, labels: torch.Tensor, denom: torch.Tensor) -> torch.Tensor:

@@ -30,6 +30,7 @@ from torch import nn
 from numadapter.config import NumberAdapterConfig
 from numadapter.tuner.hooks import number_hooks
 from numadapter.tuner.inputs import plan_causal, plan_seq2seq, pop_number_kwargs
+from numadapter.tuner.integrity import check_vocab_growth
 from numadapter.tuner.loss import NumberCausalLMOutput, NumberSeq2SeqLMOutput, combine, head_outputs
 from numadapter.tuner.number_modules import NumberModules, end_token_ids, number_token_ids
 from numadapter.tuner.patches import (
@@ -150,6 +151,7 @@ class NumberAdapterModel(LoraModel):
             resized = config.resized_vocab_size
             if resized is None:
                 resized = max([original] + [i + 1 for i in ids])
+                check_vocab_growth(original, resized, ids, config)
             if rows == original:
                 resize_embeddings(model, resized)
             elif rows != resized:

@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from numadapter.config import NumberAdapterConfig
+from numadapter.tuner.integrity import STAMP, stamp_tensor
 
 
 class NumberModules(nn.Module):
@@ -32,6 +33,8 @@ class NumberModules(nn.Module):
         embedding: `FoNEEmbedding` / `XValEmbedding` / `AggregateEmbedding`, or None (plain digits).
         head: `FoNEDigitHead` / `RegressionHead`, or None (digits).
         marker_token_id: the token id whose rows carry number tensors ([NUM] or [AGG]), or None.
+        settings_stamp: ``[L]`` uint8 buffer, the JSON of the config fields the modules depend on (saved with the
+            adapter; loading compares it with the config, see `numadapter.tuner.integrity`).
     """
 
     def __init__(self, config: NumberAdapterConfig, hidden_size: int, model_config: object) -> None:
@@ -58,6 +61,8 @@ class NumberModules(nn.Module):
         elif config.aggregate:
             self.embedding = AggregateEmbedding(config)
         self.marker_token_id = marker_token_id(config)
+        # the settings these modules were built for, saved with them and checked on load (`integrity`)
+        self.register_buffer(STAMP, stamp_tensor(config), persistent=True)
 
     @property
     def needs_digit_embeddings(self) -> bool:

@@ -11,7 +11,9 @@ does by hand, once, what `register_peft_method` would do:
 3. wraps the ``get_peft_model_state_dict`` that ``PeftModel.save_pretrained`` calls so that, for numadapter adapters
    only, ``save_embedding_layers="auto"`` means False: PEFT's "auto" saves the *whole* embedding and LM head as soon
    as the vocabulary was resized, but numadapter re-creates the resize itself when loading and saves the [NUM]/[AGG]
-   rows as PEFT trainable tokens (a few KB instead of hundreds of MB). An explicit ``True`` is still honoured.
+   rows as PEFT trainable tokens (a few KB instead of hundreds of MB). An explicit ``True`` is still honoured;
+4. wraps PEFT's loading functions (`numadapter.tuner.load_hooks`) so that a numadapter adapter file is verified
+   against its config before it is loaded (`numadapter.tuner.integrity`).
 
 The enum *value* is the string written to ``adapter_config.json`` as ``peft_type``. PEFT looks it up in
 ``PEFT_TYPE_TO_CONFIG_MAPPING[<value>]`` when loading, so in a process that did not ``import numadapter`` the
@@ -137,6 +139,7 @@ def register(force: bool = False) -> PeftType | None:
     from peft.mapping import PEFT_TYPE_TO_CONFIG_MAPPING, PEFT_TYPE_TO_PREFIX_MAPPING, PEFT_TYPE_TO_TUNER_MAPPING
 
     from numadapter.config import NumberAdapterConfig
+    from numadapter.tuner import load_hooks
     from numadapter.tuner.model import NumberAdapterModel
 
     try:
@@ -145,6 +148,7 @@ def register(force: bool = False) -> PeftType | None:
         PEFT_TYPE_TO_TUNER_MAPPING[member] = NumberAdapterModel
         PEFT_TYPE_TO_PREFIX_MAPPING[member] = PEFT_PREFIX
         _patch_state_dict_for_save()
+        load_hooks.install()  # load-time checks: number tensors present, settings stamp, clear file errors
     except Exception as exc:  # pragma: no cover - only on an incompatible peft
         raise RuntimeError(
             f"numadapter could not register with peft {peft.__version__} ({type(exc).__name__}: {exc}); "

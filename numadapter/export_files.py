@@ -1,0 +1,175 @@
+"""The files of an export directory: who owns the directory, atomic writing, and checks before loading.
+
+`numadapter.export.export_merged` owns its output directory:
+
+- it refuses the base model's own directory and the adapter's directory (exporting there overwrites the base's
+  weights, and loading the adapter onto that "base" later applies LoRA twice), and any non-empty directory that is
+  not an earlier numadapter export (`check_export_target`);
+- it writes everything into a staging directory next to the target and moves it into place when complete
+  (`staged_directory`): a crash leaves the earlier export (or nothing) and a hidden ``.<name>.partial-*`` directory,
+  never a half-written export, and an earlier export is replaced whole, so none of its files (an unsharded
+  ``model.safetensors`` under a new sharded export) survive to shadow the new ones;
+- it lists every file it wrote, with the byte size of each safetensors file, in ``number_config.json``
+  (``"files"``).
+
+`check_export_files` runs in `numadapter.export.load_exported` before anything is loaded: every listed file must be
+present, each JSON file must parse, each safetensors file must be whole (its header's data offsets must match the
+file size), and weight files the export did not write are refused. Errors name the file, the problem and the fix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import struct
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+MARKER = "number_config.json"  # present in every numadapter export
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt")
+REEXPORT = "export again with numadapter.export_merged (or `numadapter export`) into a new directory"
+
+
+def _same_path(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    return os.path.realpath(os.fspath(a)) == os.path.realpath(os.fspath(b))
+
+
+def check_export_target(out_dir: str | os.PathLike, protected: dict[str, Any]) -> None:
+    """Raises `ValueError` when `out_dir` may not receive an export.
+
+    Args:
+        out_dir: the export directory.
+        protected: what must not be overwritten, ``{description: path or None}`` (e.g. the base model's directory).
+    """
+    out = os.fspath(out_dir)
+    for what, path in protected.items():
+        if isinstance(path, (str, os.PathLike)) and os.path.isdir(path) and _same_path(out, path):
+            raise ValueError(
+                f"refusing to export into {out!r}: it is {what}. Exporting there would overwrite its weights, and "
+                "loading the adapter onto that directory later would apply LoRA twice. Pass a new directory."
+            )
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ValueError(f"the export directory {out!r} is a file: pass a directory path.")
+    if os.path.isdir(out) and os.listdir(out) and not os.path.isfile(os.path.join(out, MARKER)):
+        shown = sorted(os.listdir(out))[:5]
+        raise ValueError(
+            f"refusing to export into {out!r}: it holds files that are not a numadapter export ({shown}), which "
+            f"would be mixed with the export. Pass a new or empty directory (an earlier numadapter export, with its "
+            f"{MARKER}, is replaced whole)."
+        )
+
+
+@contextlib.contextmanager
+def staged_directory(out_dir: str | os.PathLike) -> Iterator[str]:
+    """Yields an empty staging directory beside `out_dir`; on success it replaces `out_dir`, on error it is removed.
+
+    The replacement is two renames on one filesystem (the earlier directory aside, the staging one in place) and
+    then the removal of the earlier one; only a crash between the two renames leaves no `out_dir` (both
+    directories remain, hidden, beside it).
+    """
+    out = os.path.abspath(os.fspath(out_dir))
+    parent, name = os.path.split(out)
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=f".{name}.partial-", dir=parent)
+    try:
+        yield staging
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    old = None
+    if os.path.isdir(out):
+        old = tempfile.mkdtemp(prefix=f".{name}.old-", dir=parent)
+        os.rename(out, os.path.join(old, name))
+    os.rename(staging, out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def file_listing(directory: str) -> dict[str, int | None]:
+    """Relative path -> byte size (safetensors files) or None (other files), for every file under `directory`."""
+    listing: dict[str, int | None] = {}
+    for root, _, names in os.walk(directory):
+        for name in names:
+            full = os.path.join(root, name)
+            relative = os.path.relpath(full, directory).replace(os.sep, "/")
+            listing[relative] = os.path.getsize(full) if name.endswith(".safetensors") else None
+    return dict(sorted(listing.items()))
+
+
+def safetensors_problem(path: str) -> str | None:
+    """Why `path` is not a whole safetensors file (None when its header and size agree)."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as handle:
+        head = handle.read(8)
+        if len(head) < 8:
+            return f"it is {size} bytes long, shorter than a safetensors header"
+        (length,) = struct.unpack("<Q", head)
+        if length > size - 8:
+            return f"its header claims {length} bytes but the file has {size}"
+        try:
+            header = json.loads(handle.read(length))
+        except ValueError as exc:
+            return f"its header is not valid JSON ({exc})"
+    ends = [entry["data_offsets"][1] for key, entry in header.items() if key != "__metadata__"]
+    expected = 8 + length + max(ends, default=0)
+    if size != expected:
+        return f"it is {size} bytes long, its header describes {expected} bytes (truncated or appended to)"
+    return None
+
+
+def read_json(path: str, fix: str) -> Any:
+    """`json.load` of `path`; `FileNotFoundError` / `ValueError` naming the file and `fix`."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path} does not exist: {fix}.")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path} is not valid JSON ({exc}): the file is truncated or damaged; {fix}.") from exc
+
+
+def check_export_files(path: str, info: dict[str, Any]) -> None:
+    """Checks an export directory against the file list in its ``number_config.json`` (see the module docstring).
+
+    Exports written before the list existed get the essential checks only: ``config.json``,
+    ``number_modules.safetensors`` and the NumberTokenizer's files present, safetensors files whole.
+
+    Raises:
+        FileNotFoundError: a listed file is missing.
+        ValueError: a JSON file does not parse, a safetensors file is not whole, or a weight file is not the export's.
+    """
+    listed = info.get("files")
+    present = file_listing(path)
+    if isinstance(listed, dict):
+        required = dict(listed)
+    else:
+        required = {
+            name: None for name in ("config.json", "number_modules.safetensors", "number_tokenizer_config.json")
+        }
+        required.update({name: size for name, size in present.items() if name.endswith(".safetensors")})
+    missing = [name for name in required if name not in present]
+    if missing:
+        raise FileNotFoundError(
+            f"the export in {path!r} is incomplete: {missing} missing (written by export_merged, deleted or not "
+            f"copied since). Copy the complete directory, or {REEXPORT}."
+        )
+    if isinstance(listed, dict):
+        stale = [name for name in present if name.endswith(WEIGHT_SUFFIXES) and name not in listed]
+        if stale:
+            raise ValueError(
+                f"{path!r} holds weight files that this export did not write: {stale} (left by an earlier export or "
+                f"copied in). They could be loaded instead of the export's own: delete them, or {REEXPORT}."
+            )
+    for name, size in required.items():
+        full = os.path.join(path, name)
+        if name.endswith(".json"):
+            read_json(full, f"copy the complete export directory, or {REEXPORT}")
+        elif name.endswith(".safetensors"):
+            problem = safetensors_problem(full)
+            if problem is None and size is not None and os.path.getsize(full) != size:
+                problem = f"it is {os.path.getsize(full)} bytes long, the export wrote {size}"
+            if problem is not None:
+                raise ValueError(f"{full} is damaged: {problem}. Copy the complete export directory, or {REEXPORT}.")

@@ -1,0 +1,223 @@
+"""Load-time integrity of a number adapter: the saved tensors must be the ones its config implies.
+
+PEFT checks the LoRA keys of an adapter file and ignores everything else, so without this module a file whose
+number modules or [NUM] rows are missing loaded silently (the modules stayed random), and an edited
+``adapter_config.json`` (``encoding``, ``fone_projection``, ``fone_head_target``, ``resized_vocab_size``, ...) built
+other modules than the saved ones and loaded them partially or not at all. Two things close that gap:
+
+- the settings stamp: every `NumberModules` holds a small persistent ``uint8`` buffer, ``settings_stamp``, the JSON of
+  the config fields the modules and the embedding binding depend on (`STAMP_FIELDS`). It is saved with the adapter
+  (and in an export's ``number_modules.safetensors``), so loading can compare the config it was given with the
+  settings the tensors were trained with, including fields that change no tensor shape (``fone_head_target``,
+  ``resized_vocab_size``, ``num_token_id``, ``xval_scale``);
+- `check_adapter_state`, run by `numadapter.tuner.registration` before PEFT's ``set_peft_model_state_dict``: every
+  number-module and [NUM]-row tensor the model expects must be in the file with the model's shape, the file must not
+  hold number tensors the config does not build, and the stamp must match. Each failure is a `ValueError` naming the
+  file, the tensors or fields, and the fix.
+
+An adapter saved before the stamp existed has no ``settings_stamp``: it still loads (the key and shape checks run),
+with a warning that its settings cannot be compared.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from typing import Any
+
+import torch
+
+STAMP = "settings_stamp"
+# The config fields the number modules, the [NUM] rows and the resize depend on. Loss weights, out_of_range and
+# xval_clip (what is encoded, not how) may change between runs and are not stamped.
+STAMP_FIELDS = (
+    "encoding",
+    "aggregate",
+    "int_digits",
+    "frac_digits",
+    "sign_policy",
+    "fone_bases",
+    "fone_projection",
+    "fone_head_input",
+    "fone_head_target",
+    "xval_form",
+    "xval_center",
+    "xval_scale",
+    "xval_head_hidden",
+    "num_token_id",
+    "agg_token_id",
+    "digit_token_ids",
+    "original_vocab_size",
+    "resized_vocab_size",
+    "base_hidden_size",
+)
+# Keys of an adapter file that belong to numadapter (beyond LoRA): number modules and the trainable [NUM] / [AGG] rows.
+NUMBER_KEY_MARKERS = ("number_modules.", "trainable_tokens_delta")
+# How many rows `peft.get_peft_model` may add for a number token id the config names without a tokenizer.
+MAX_NEW_ROWS = 1024
+
+
+def stamped_settings(config: Any) -> dict[str, Any]:
+    """The stamped fields of `config` as JSON-ready values."""
+    return {name: getattr(config, name, None) for name in STAMP_FIELDS}
+
+
+def stamp_tensor(config: Any) -> torch.Tensor:
+    """``[L]`` uint8: the UTF-8 JSON of `stamped_settings` (sorted keys)."""
+    text = json.dumps(stamped_settings(config), sort_keys=True)
+    return torch.tensor(list(text.encode("utf-8")), dtype=torch.uint8)
+
+
+def read_stamp(tensor: torch.Tensor, source: str) -> dict[str, Any]:
+    """The settings a stamp tensor holds; `ValueError` naming `source` when it is not a stamp."""
+    try:
+        data = json.loads(bytes(tensor.detach().to("cpu", torch.uint8).tolist()).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(
+            f"the {STAMP} tensor in {source} is not readable ({exc}): the file is damaged; restore it from the run "
+            "that saved it."
+        ) from exc
+    if not isinstance(data, dict):
+        raise ValueError(f"the {STAMP} tensor in {source} holds {type(data).__name__}, not the saved settings.")
+    return data
+
+
+def stamp_differences(config: Any, saved: dict[str, Any]) -> list[str]:
+    """One line per stamped field where `config` differs from the `saved` settings (fields absent from `saved`
+    are skipped: a later numadapter may stamp more fields)."""
+    current = json.loads(json.dumps(stamped_settings(config)))  # tuples -> lists, as in the saved JSON
+    return [
+        f"{name}: the config says {current[name]!r}, the saved tensors were trained with {saved[name]!r}"
+        for name in STAMP_FIELDS
+        if name in saved and current[name] != saved[name]
+    ]
+
+
+def check_stamp(config: Any, tensor: torch.Tensor | None, source: str, config_file: str) -> None:
+    """Raises `ValueError` when the stamp in `source` disagrees with `config` (read from `config_file`)."""
+    if tensor is None or tensor.device.type == "meta":
+        return
+    differences = stamp_differences(config, read_stamp(tensor, source))
+    if differences:
+        raise ValueError(
+            f"{config_file} does not match the number modules saved in {source}:\n  - "
+            + "\n  - ".join(differences)
+            + f"\nThe modules would be rebuilt for other settings and load wrongly. Restore these values in "
+            f"{config_file} (to change them, train a new adapter)."
+        )
+
+
+def _is_number_key(key: str) -> bool:
+    return any(marker in key for marker in NUMBER_KEY_MARKERS)
+
+
+def expected_number_tensors(model: torch.nn.Module, adapter_name: str) -> dict[str, torch.Tensor]:
+    """Checkpoint key -> model tensor for every number-module and [NUM]-row tensor that saving `adapter_name` now
+    would write (PEFT's own selection, so tied rows saved once, as T5's, are expected once)."""
+    from peft.utils.save_and_load import get_peft_model_state_dict
+
+    state = get_peft_model_state_dict(model, adapter_name=adapter_name, save_embedding_layers=False)
+    return {key: tensor for key, tensor in state.items() if _is_number_key(key)}
+
+
+def _listing(keys: list[str], limit: int = 8) -> str:
+    shown = ", ".join(keys[:limit])
+    return shown + (f" (and {len(keys) - limit} more)" if len(keys) > limit else "")
+
+
+def check_adapter_state(
+    model: torch.nn.Module, config: Any, state_dict: dict[str, torch.Tensor], adapter_name: str, source: str
+) -> None:
+    """Verifies an adapter state dict (checkpoint keys) against the model PEFT built from `config`.
+
+    Args:
+        model: the PeftModel the weights are about to be loaded into.
+        config: the adapter's config (a `NumberAdapterConfig`, or another PEFT config for the peft_type check).
+        state_dict: the checkpoint tensors (keys without the adapter name, as saved).
+        adapter_name: the adapter being loaded.
+        source: the file the tensors come from (named in errors).
+
+    Raises:
+        ValueError: the file holds numadapter tensors but the config is not a numadapter config; the stamped settings
+            differ from `config`; a tensor the config implies is missing or has another shape; the file holds number
+            tensors the config does not build.
+    """
+    from numadapter.config import NumberAdapterConfig
+    from numadapter.tuner.registration import PEFT_TYPE_VALUE
+
+    from_file = source.endswith((".safetensors", ".bin"))
+    config_file = os.path.join(os.path.dirname(source), "adapter_config.json") if from_file else "the adapter config"
+    if not isinstance(config, NumberAdapterConfig):
+        numbers = [key for key in state_dict if "number_modules." in key]
+        if numbers:
+            raise ValueError(
+                f"{source} holds numadapter number modules ({_listing(numbers, 3)}), but {config_file} has "
+                f"peft_type={getattr(config.peft_type, 'value', config.peft_type)!r}: PEFT would load it as a plain "
+                f'adapter without them. Restore "peft_type": "{PEFT_TYPE_VALUE}" in {config_file} and '
+                "`import numadapter` before loading."
+            )
+        return
+    expected = expected_number_tensors(model, adapter_name)
+    stamp_key = next((key for key in expected if key.endswith(f"number_modules.{STAMP}")), None)
+    if stamp_key is not None and stamp_key in state_dict:
+        check_stamp(config, state_dict[stamp_key], source, config_file)
+    elif stamp_key is not None:
+        others = [key for key in expected if "number_modules." in key and key != stamp_key]
+        if all(key in state_dict for key in others):  # saved before stamps existed
+            warnings.warn(
+                f"{source} was saved by a numadapter without settings stamps: its config cannot be compared with the "
+                "settings it was trained with (key and shape checks still run). Re-save the adapter to add the stamp.",
+                stacklevel=3,
+            )
+            expected.pop(stamp_key)
+    missing = [key for key in expected if key not in state_dict]
+    if missing:
+        raise ValueError(
+            f"{source} lacks {len(missing)} number tensor(s) that {config_file} implies: {_listing(missing)}. "
+            "Loading would leave them randomly initialised. Load the complete adapter file written by "
+            f"save_pretrained (or a complete checkpoint); if {config_file} was edited (encoding, fone_projection, "
+            "fone_head_input, sign_policy, ...), restore it."
+        )
+    unexpected = [key for key in state_dict if _is_number_key(key) and key not in expected]
+    if unexpected:
+        raise ValueError(
+            f"{source} holds number tensors that {config_file} does not build: {_listing(unexpected)}. The settings "
+            f"in {config_file} (encoding, fone_projection, fone_head_input, sign_policy, ...) differ from those the "
+            f"adapter was trained with: restore them."
+        )
+    wrong = [
+        f"{key}: {tuple(state_dict[key].shape)} in the file, {tuple(tensor.shape)} expected"
+        for key, tensor in expected.items()
+        if tuple(state_dict[key].shape) != tuple(tensor.shape)
+    ]
+    if wrong:
+        raise ValueError(
+            f"{source} has number tensors of the wrong shape for {config_file}: {_listing(wrong)}. Restore the "
+            f"settings in {config_file} that size them (int_digits, frac_digits, xval_head_hidden, base_hidden_size)."
+        )
+
+
+def check_vocab_growth(rows: int, resized: int, ids: list[int], config: Any) -> None:
+    """Refuses a resize derived from token ids alone that would add more than `MAX_NEW_ROWS` rows.
+
+    Args:
+        rows: the embedding rows of the base model.
+        resized: the rows the ids would need (``max(rows, max(ids) + 1)``).
+        ids: the number / digit token ids of the config.
+        config: the adapter config (for the field names in the message).
+    """
+    if resized - rows <= MAX_NEW_ROWS:
+        return
+    fields = {
+        name: getattr(config, name)
+        for name in ("num_token_id", "agg_token_id")
+        if getattr(config, name) is not None and getattr(config, name) >= rows + MAX_NEW_ROWS
+    }
+    named = ", ".join(f"{name}={value}" for name, value in fields.items()) or f"token ids {sorted(ids)}"
+    raise ValueError(
+        f"{named} would grow the input embedding from {rows} to {resized} rows: a new number token takes the next "
+        f"free id of the tokenizer, a few rows past the embedding at most ({MAX_NEW_ROWS} are allowed). Take the id "
+        "from the tokenizer (numadapter.get_peft_model(model, config, tokenizer=tokenizer) sets it), or set "
+        "`resized_vocab_size` explicitly if the embedding really must grow that much."
+    )

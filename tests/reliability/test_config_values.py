@@ -1,0 +1,82 @@
+"""Config values that must be refused (NaN, infinity, non-integers, absurd token ids) and fone_decode of NaN."""
+
+from __future__ import annotations
+
+import math
+
+import peft
+import pytest
+import torch
+from adapter_cases import Case
+
+from numadapter import NumberAdapterConfig, fone_decode, fone_features
+
+NAN, INF = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize(
+    "field,value,match",
+    [
+        ("xval_scale", NAN, r"`xval_scale` must be a finite number, got nan"),
+        ("xval_scale", INF, r"`xval_scale` must be a finite number, got inf"),
+        ("xval_center", NAN, r"`xval_center` must be a finite number, got nan"),
+        ("xval_center", -INF, r"`xval_center` must be a finite number, got -inf"),
+        ("xval_clip", NAN, r"`xval_clip` must be a finite number"),
+        ("number_loss_weight", NAN, r"`number_loss_weight` must be a finite number, got nan"),
+        ("ntl_weight", INF, r"`ntl_weight` must be a finite number"),
+        ("fone_init_scale", NAN, r"`fone_init_scale` must be a finite number"),
+        ("aggregate_loss_lambda", NAN, r"`aggregate_loss_lambda` must be a finite number"),
+        ("xval_head_hidden", 2.5, r"`xval_head_hidden` must be an integer in \[1, 65536\], got 2.5"),
+        ("xval_head_hidden", True, r"`xval_head_hidden` must be an integer"),
+        ("int_digits", 4.0, r"`int_digits` must be an integer in \[0, 64\], got 4.0"),
+        ("xval_scale", "10", r"`xval_scale` must be a number, got '10'"),
+        ("num_token_id", 10**7, r"`num_token_id` is 10000000, beyond the largest vocabulary .* tokenizer=tokenizer"),
+        ("resized_vocab_size", 2**30, r"`resized_vocab_size` is 1073741824, beyond the largest vocabulary"),
+        ("digit_token_ids", list(range(10**7, 10**7 + 10)), r"`digit_token_ids` must be 10 distinct token ids"),
+    ],
+)
+def test_bad_values_are_refused_with_field_and_value(field, value, match):
+    with pytest.raises(ValueError, match=match):
+        NumberAdapterConfig(**{field: value})
+
+
+def test_edge_values_still_accepted():
+    config = NumberAdapterConfig(encoding="xval", xval_center=-1e6, xval_scale=1e-3, xval_head_hidden=None)
+    assert (config.xval_center, config.xval_scale, config.xval_head_hidden) == (-1e6, 1e-3, None)
+    assert NumberAdapterConfig(number_loss_weight=0, num_token_id=2**22).num_token_id == 2**22
+
+
+def test_huge_token_id_through_peft_get_peft_model_is_refused(store):
+    """peft.get_peft_model with an id from no tokenizer: refused before the embedding grows to a million rows."""
+    case = Case("llama", "fone", tie=False)
+    base = store.base(case.family, case.tie)
+    rows = base.get_input_embeddings().weight.shape[0]
+    config = NumberAdapterConfig(num_token_id=10**6, target_modules=["q_proj"], task_type="CAUSAL_LM")
+    match = rf"num_token_id=1000000 would grow the input embedding from {rows} to 1000001 rows"
+    with pytest.raises(ValueError, match=match):
+        peft.get_peft_model(base, config)
+    assert base.get_input_embeddings().weight.shape[0] == rows  # nothing was resized
+
+
+def test_next_free_id_through_peft_get_peft_model_still_works(store):
+    case = Case("llama", "fone", tie=False)
+    base = store.base(case.family, case.tie)
+    rows = base.get_input_embeddings().weight.shape[0]
+    config = NumberAdapterConfig(num_token_id=rows, target_modules=["q_proj"], task_type="CAUSAL_LM")
+    model = peft.get_peft_model(base, config)
+    assert model.get_base_model().get_input_embeddings().weight.shape[0] == rows + 1
+
+
+@pytest.mark.parametrize("bad", [NAN, INF, -INF])
+def test_fone_decode_refuses_non_finite_features(bad):
+    feats = fone_features(["4.17", "12"], int_digits=2, frac_digits=2)
+    assert fone_decode(feats, int_digits=2, frac_digits=2) == ["4.17", "12"]
+    feats[1, 3] = bad
+    with pytest.raises(ValueError, match=r"rows \[1\] hold NaN or infinite values"):
+        fone_decode(feats, int_digits=2, frac_digits=2)
+
+
+def test_fone_decode_all_nan_is_not_zero():
+    feats = torch.full((1, 8), math.nan)
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        fone_decode(feats, int_digits=2, frac_digits=2)

@@ -1,0 +1,172 @@
+"""`export_merged` owns its directory, and `load_exported` names the damaged file (issue 16, item 3)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+import peft
+import pytest
+import torch
+from adapter_cases import Case, build, make_batch
+
+from numadapter.export import NUMBER_CONFIG_NAME, export_merged, load_exported
+
+CASE = Case("llama", "fone", tie=False)
+
+
+def adapter(store, seed: int):
+    """A FoNE adapter with random (non-zero) LoRA, different per seed."""
+    model, ntok, config = build(store, CASE, init_lora_weights=False, lora_dropout=0.0)
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "lora_B" in name or "number_modules" in name:
+                param.add_(0.1 * torch.randn_like(param))
+    return model.eval(), ntok
+
+
+def logits(model, ntok) -> torch.Tensor:
+    batch = make_batch(CASE, ntok)
+    batch.pop("labels")
+    with torch.no_grad():
+        return model(**batch).logits
+
+
+def digest(directory: str) -> dict[str, str]:
+    return {
+        name: hashlib.sha256(open(os.path.join(directory, name), "rb").read()).hexdigest()
+        for name in sorted(os.listdir(directory))
+    }
+
+
+@pytest.fixture(scope="module")
+def exported(store, tmp_path_factory):
+    """``(path, logits)`` of one export, shared read-only (tests copy it before damaging)."""
+    model, ntok = adapter(store, seed=1)
+    path = str(tmp_path_factory.mktemp("export") / "merged")
+    export_merged(model, ntok, path)
+    return path, logits(model, ntok)
+
+
+def test_sharded_export_over_an_unsharded_one_leaves_no_stale_weights(store, tmp_path):
+    out = str(tmp_path / "merged")
+    first, ntok = adapter(store, seed=1)
+    export_merged(first, ntok, out)
+    assert os.path.isfile(os.path.join(out, "model.safetensors"))
+    second, ntok = adapter(store, seed=2)
+    export_merged(second, ntok, out, max_shard_size="60KB")
+    names = os.listdir(out)
+    assert "model.safetensors" not in names and "model.safetensors.index.json" in names
+    assert len([n for n in names if n.startswith("model-")]) > 1
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(".")]  # no staging directory left behind
+    loaded, loaded_ntok = load_exported(out)
+    torch.testing.assert_close(logits(loaded, loaded_ntok), logits(second, ntok), atol=1e-5, rtol=0)
+
+
+def test_export_into_the_base_model_directory_is_refused(store, tmp_path):
+    model, ntok = adapter(store, seed=1)
+    base_dir = store.base_path("llama", False)
+    before = digest(base_dir)
+    with pytest.raises(ValueError, match=rf"refusing to export into '{base_dir}': it is the base model's directory"):
+        export_merged(model, ntok, base_dir)
+    assert digest(base_dir) == before
+    # the adapter still loads onto the untouched base and gives the adapter's logits (LoRA applied once)
+    model.save_pretrained(str(tmp_path / "adapter"))
+    reloaded = peft.PeftModel.from_pretrained(store.base("llama", False), str(tmp_path / "adapter")).eval()
+    torch.testing.assert_close(logits(reloaded, ntok), logits(model, ntok), atol=1e-5, rtol=0)
+
+
+def test_export_into_a_foreign_non_empty_directory_is_refused(store, tmp_path):
+    model, ntok = adapter(store, seed=1)
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match=r"holds files that are not a numadapter export \(\['notes.txt'\]\)"):
+        export_merged(model, ntok, str(tmp_path))
+    assert os.listdir(tmp_path) == ["notes.txt"]
+
+
+def test_a_failed_export_keeps_the_earlier_export_whole(store, exported, tmp_path, monkeypatch):
+    import shutil
+
+    out = str(tmp_path / "merged")
+    shutil.copytree(exported[0], out)
+    before = digest(out)
+    model, ntok = adapter(store, seed=2)
+
+    def crash(*args, **kwargs):
+        raise OSError("disk full (simulated)")
+
+    monkeypatch.setattr(type(ntok), "save_pretrained", crash)
+    with pytest.raises(OSError, match="simulated"):
+        export_merged(model, ntok, out)
+    assert digest(out) == before and os.listdir(tmp_path) == ["merged"]
+
+
+def damaged_copy(exported, tmp_path, damage) -> str:
+    import shutil
+
+    out = str(tmp_path / "merged")
+    shutil.copytree(exported[0], out)
+    damage(out)
+    return out
+
+
+def truncate(path: str) -> None:
+    data = open(path, "rb").read()
+    open(path, "wb").write(data[: len(data) // 2])
+
+
+@pytest.mark.parametrize(
+    "damage,error,match",
+    [
+        (lambda d: os.remove(os.path.join(d, "config.json")), FileNotFoundError, r"incomplete: \['config.json'\]"),
+        (lambda d: os.remove(os.path.join(d, "tokenizer.json")), FileNotFoundError, r"\['tokenizer.json'\] missing"),
+        (lambda d: truncate(os.path.join(d, "model.safetensors")), ValueError, r"model.safetensors is damaged: it is"),
+        (lambda d: truncate(os.path.join(d, "tokenizer.json")), ValueError, r"tokenizer.json is not valid JSON"),
+        (lambda d: truncate(os.path.join(d, NUMBER_CONFIG_NAME)), ValueError, r"number_config.json is not valid JSON"),
+        (
+            lambda d: open(os.path.join(d, "pytorch_model.bin"), "wb").write(b"old"),
+            ValueError,
+            r"weight files that this export did not write: \['pytorch_model.bin'\]",
+        ),
+    ],
+    ids=["no-config", "no-tokenizer", "truncated-weights", "truncated-tokenizer", "truncated-number-config", "stale"],
+)
+def test_load_exported_names_the_damaged_file(exported, tmp_path, damage, error, match):
+    out = damaged_copy(exported, tmp_path, damage)
+    with pytest.raises(error, match=match) as info:
+        load_exported(out)
+    assert out in str(info.value) and "export again" in str(info.value)
+
+
+def test_load_exported_checks_the_settings_stamp(exported, tmp_path):
+    def edit(directory):
+        file = os.path.join(directory, NUMBER_CONFIG_NAME)
+        info = json.load(open(file))
+        info["number_config"]["fone_head_target"] = "feature"
+        json.dump(info, open(file, "w"))
+
+    out = damaged_copy(exported, tmp_path, edit)
+    with pytest.raises(ValueError, match=r"fone_head_target: the config says 'feature', the saved tensors .* 'digit'"):
+        load_exported(out)
+
+
+def test_untouched_export_loads(exported):
+    path, expected = exported
+    model, ntok = load_exported(path)
+    torch.testing.assert_close(logits(model, ntok), expected, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("target", ["adapter", "base"])
+def test_export_checkpoint_refuses_the_adapter_and_base_directories(store, fone_adapter, target):
+    from numadapter.export import export_checkpoint
+
+    _, adapter_dir, _ = fone_adapter
+    base_dir = store.base_path("llama", False)
+    out = adapter_dir if target == "adapter" else base_dir
+    before = digest(out)
+    what = "the adapter's directory" if target == "adapter" else "the base model's directory"
+    with pytest.raises(ValueError, match=rf"refusing to export into '{out}': it is {what}"):
+        export_checkpoint(adapter_dir, out, base=base_dir)
+    assert digest(out) == before
