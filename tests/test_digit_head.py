@@ -15,7 +15,8 @@ TWO_PI = 2 * math.pi
 
 
 def config(**kwargs) -> NumberAdapterConfig:
-    return NumberAdapterConfig(**kwargs)
+    """The paper's head unless a test asks for the other target (the default is "feature")."""
+    return NumberAdapterConfig(**{"fone_head_target": "digit", **kwargs})
 
 
 def test_slice_mode_logits_by_hand():

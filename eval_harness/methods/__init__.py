@@ -125,11 +125,12 @@ def _methods() -> list[Method]:
         ),
         Method(
             "fone", "FoNE: one [NUM] with Fourier features, digit head (CE per digit)", "numadapter",
-            adapter={"encoding": "fone"}, scratch_adapter=fone_scratch, prediction="fone_head", source="FoNE",
+            adapter={"encoding": "fone", "fone_head_target": "digit"}, scratch_adapter=fone_scratch,
+            prediction="fone_head", source="FoNE",
         ),
         Method(
             "fone_ntl", f"FoNE + NTL-WAS on the digit head's distributions (weight {NTL_WEIGHT})", "numadapter",
-            adapter={"encoding": "fone", "ntl_weight": NTL_WEIGHT, "ntl_kind": "was"},
+            adapter={"encoding": "fone", "fone_head_target": "digit", "ntl_weight": NTL_WEIGHT, "ntl_kind": "was"},
             scratch_adapter=fone_scratch, prediction="fone_head", source="FoNE + NTL",
         ),
         Method(
