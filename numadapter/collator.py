@@ -36,6 +36,8 @@ from typing import Any
 
 import torch
 
+from numadapter.answer_format import check_answer_format, seq2seq_answer_cut, shift_example
+
 IGNORE_INDEX = -100
 SIDE_FIELDS = ("num_mask", "num_digits", "num_sign", "num_values")
 GROUP_FIELD = "number_group"
@@ -157,6 +159,10 @@ class NumberDataCollator:
         seq2seq: T5 examples (``labels`` + ``labels_num_*`` are the target side; see the module docstring).
         max_target_length: truncate the T5 labels to this many tokens (keep_start).
         digit_token_ids: the "0".."9" token ids in ``encoding="digits"`` (for the check without ``number_group``).
+        answer_format: ``"sequence"`` (default) or ``"head"``: one-number answers trained at the number head without
+            being fed (`numadapter.answer_format`). Causal batches then carry ``shift_labels`` and
+            ``labels_num_*`` (``[B, T]``, ``[B, T, P]``) next to ``labels``; pass the model ``shift_labels``.
+        eos_token_ids: the ids that may follow a one-number answer (``answer_format="head"``).
 
     Returns (``__call__``):
         A dict of tensors: ``input_ids`` / ``attention_mask`` / ``labels`` [B, T] int64, ``num_mask`` [B, T] int64,
@@ -211,8 +217,16 @@ class NumberDataCollator:
     seq2seq: bool = False
     max_target_length: int | None = None
     digit_token_ids: Sequence[int] | None = None
+    answer_format: str = "sequence"
+    eos_token_ids: Sequence[int] | None = None
 
     def __post_init__(self) -> None:
+        check_answer_format(self.answer_format)
+        if self.answer_format == "head" and self.digit_token_ids is not None:
+            raise ValueError(
+                "answer_format='head' trains a one-number answer at the number head, and encoding='digits' has none: "
+                "use answer_format='sequence'."
+            )
         if self.pad_token_id is None:
             raise ValueError(
                 "NumberDataCollator needs a pad token id, got None: set tokenizer.pad_token (e.g. to the eos token)."
@@ -243,6 +257,7 @@ class NumberDataCollator:
             "pad_token_id": tokenizer.pad_token_id,
             "num_places": config.num_places,
             "padding_side": tokenizer.padding_side,
+            "eos_token_ids": [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else [],
         }
         if config.encoding == "digits":
             settings["digit_token_ids"] = tokenizer.digit_token_ids
@@ -272,6 +287,8 @@ class NumberDataCollator:
                 len(ids), self.max_length, self.truncation_mode, rows[GROUP_FIELD], ids, self.digit_token_ids, where
             )
             rows = {key: value[cut] if value else value for key, value in rows.items()}
+        if self.answer_format == "head" and not self.seq2seq:
+            rows = shift_example(rows, self.eos_token_ids or [])
         return rows
 
     def _target(self, example: Mapping[str, Any], index: int) -> dict[str, list]:
@@ -289,6 +306,8 @@ class NumberDataCollator:
             limit, group, digit_ids = self.max_target_length, rows[GROUP_FIELD], self.digit_token_ids
             cut = safe_slice(len(labels), limit, "keep_start", group, labels, digit_ids, where)
             rows = {key: value[cut] if value else value for key, value in rows.items()}
+        if self.answer_format == "head":
+            rows = seq2seq_answer_cut(rows, self.eos_token_ids or [])
         return rows
 
     # -- padding -------------------------------------------------------------------------------------------------
@@ -332,6 +351,29 @@ class NumberDataCollator:
             out["attention_mask"] = attention
             if labels is not None:
                 out["labels"] = labels
+            if "shift_labels" in rows[0]:
+                out.update(self._pad_shifted(rows, length, side))
+        return out
+
+    def _pad_shifted(self, rows: list[dict[str, list]], length: int, side: str) -> dict[str, torch.Tensor]:
+        """``shift_labels`` ``[B, T]`` (-100 padded) and ``labels_num_*`` padded like ``input_ids``."""
+        batch, places = len(rows), self.num_places
+        out = {
+            "shift_labels": torch.full((batch, length), IGNORE_INDEX, dtype=torch.long),
+            "labels_num_mask": torch.zeros((batch, length), dtype=torch.long),
+            "labels_num_digits": torch.zeros((batch, length, places), dtype=torch.long),
+            "labels_num_sign": torch.zeros((batch, length), dtype=torch.long),
+            "labels_num_values": torch.zeros((batch, length), dtype=torch.float32),
+        }
+        for b, row in enumerate(rows):
+            n = len(row["shift_labels"])
+            if not n:
+                continue
+            span = slice(0, n) if side == "right" else slice(length - n, length)
+            for key, tensor in out.items():
+                source = row[key]
+                value = torch.tensor(source, dtype=tensor.dtype)
+                tensor[b, span] = value.view(n, places) if key == "labels_num_digits" else value
         return out
 
     def __call__(self, examples: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:

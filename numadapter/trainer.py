@@ -186,6 +186,8 @@ class _NumberLossMixin:
                 "builds them."
             )
         inputs = {**inputs, "use_cache": False}
+        if "shift_labels" in inputs:  # answer_format="head": labels aligned with the logits (the model's choice)
+            inputs.pop("labels")
         if num_items_in_batch is not None:
             counts = self._item_counts  # N with the aggregate loss's M, when counted for this accumulated batch
             same = counts is not None and counts.tokens is num_items_in_batch
@@ -204,7 +206,7 @@ class _NumberLossMixin:
                 factor /= self.current_gradient_accumulation_steps
             self._loss_meter.add_train(values, factor)
         else:
-            self._loss_meter.add_eval(values, inputs["labels"].shape[0])
+            self._loss_meter.add_eval(values, inputs["input_ids"].shape[0])
         self._batch_metrics(outputs, inputs)
         return (loss, outputs) if return_outputs else loss
 
@@ -219,7 +221,7 @@ class _NumberLossMixin:
         loss = loss.detach().mean()
         if prediction_loss_only:
             return loss, None, None
-        return loss, outputs.logits.detach(), inputs["labels"]
+        return loss, outputs.logits.detach(), inputs.get("shift_labels", inputs["labels"])
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if "loss" in logs:
@@ -247,6 +249,11 @@ class NumberSFTTrainer(_NumberLossMixin, SafeCheckpointMixin, SFTTrainer):
         processing_class: the `NumberTokenizer` (or the model's tokenizer, wrapped with the adapter's config).
         peft_config: a `NumberAdapterConfig` to wrap a base `model` with.
         formatting_func: maps an example to its text (language modeling).
+        answer_format: ``"sequence"`` (default): the answer is fed and trained token by token, the EOS after it
+            too, so the model learns to stop. ``"head"``: an example whose trained part is one number is cut before
+            it and the number head at the prompt's last position is trained on it (the FoNE paper's format; the
+            EOS after it is not trained); other examples of the batch stay sequences (`numadapter.answer_format`).
+            Ignored when `data_collator` is given.
         callbacks, optimizers, optimizer_cls_and_kwargs, compute_metrics, preprocess_logits_for_metrics: as in TRL.
     """
 
@@ -267,6 +274,7 @@ class NumberSFTTrainer(_NumberLossMixin, SafeCheckpointMixin, SFTTrainer):
         preprocess_logits_for_metrics: Any = None,
         peft_config: NumberAdapterConfig | None = None,
         formatting_func: Any = None,
+        answer_format: str = "sequence",
     ) -> None:
         if args is None:
             args = SFTConfig("numadapter-sft")
@@ -302,6 +310,7 @@ class NumberSFTTrainer(_NumberLossMixin, SafeCheckpointMixin, SFTTrainer):
                 max_length=args.max_length,
                 truncation_mode=args.truncation_mode,
                 pad_to_multiple_of=multiple,
+                answer_format=answer_format,
             )
         args.dataset_kwargs = {**(args.dataset_kwargs or {}), "skip_prepare_dataset": True}
         base = model.get_base_model()
@@ -376,9 +385,12 @@ class NumberSFTTrainer(_NumberLossMixin, SafeCheckpointMixin, SFTTrainer):
     def _batch_metrics(self, outputs, inputs) -> None:
         mode = "train" if self.model.training else "eval"
         with torch.no_grad():
-            labels = inputs["labels"][:, 1:].to(outputs.logits.device)
+            if "shift_labels" in inputs:  # already aligned with the logits (answer_format="head")
+                labels, logits = inputs["shift_labels"].to(outputs.logits.device), outputs.logits
+            else:
+                labels, logits = inputs["labels"][:, 1:].to(outputs.logits.device), outputs.logits[:, :-1]
             valid = labels != -100
-            correct = (outputs.logits[:, :-1].argmax(-1) == labels) & valid
+            correct = (logits.argmax(-1) == labels) & valid
             num_valid = self.accelerator.gather_for_metrics(valid.sum()).sum()
             num_correct = self.accelerator.gather_for_metrics(correct.sum()).sum()
         self._metrics[mode]["mean_token_accuracy"].append((num_correct / num_valid).item() if num_valid > 0 else 0.0)
@@ -409,6 +421,8 @@ class NumberSeq2SeqTrainer(_NumberLossMixin, SafeCheckpointMixin, Seq2SeqTrainer
         max_length: truncate sources to this many tokens (`truncation_mode`; numbers are dropped whole).
         max_target_length: truncate targets (keep_start).
         truncation_mode: ``"keep_start"`` or ``"keep_end"`` for sources.
+        answer_format: ``"sequence"`` (default) or ``"head"``: a target that is one number is trained at the head
+            without the EOS after it (see `NumberSFTTrainer`). Ignored when `data_collator` is given.
         callbacks, optimizers, compute_metrics, preprocess_logits_for_metrics: as in transformers.
     """
 
@@ -431,6 +445,7 @@ class NumberSeq2SeqTrainer(_NumberLossMixin, SafeCheckpointMixin, Seq2SeqTrainer
         max_length: int | None = None,
         max_target_length: int | None = None,
         truncation_mode: str = "keep_start",
+        answer_format: str = "sequence",
     ) -> None:
         if args is None:
             args = Seq2SeqTrainingArguments("numadapter-seq2seq")
@@ -468,6 +483,7 @@ class NumberSeq2SeqTrainer(_NumberLossMixin, SafeCheckpointMixin, Seq2SeqTrainer
                 max_length=max_length,
                 max_target_length=max_target_length,
                 truncation_mode=truncation_mode,
+                answer_format=answer_format,
             )
         super().__init__(
             model=model,
