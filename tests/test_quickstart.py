@@ -73,6 +73,9 @@ def test_summary_reads_the_measured_numbers():
 
     lines = summary([result("LoRA only", 60.0, 0.0, 300.0), result("FoNE + LoRA", 40.0, 0.01, 250.0)], FULL, None)
     assert f"took 40 s for its {FULL.finetune_steps} steps against 60 s" in lines[0]
+    assert "sequences are shorter" in lines[0]
+    same = summary([result("LoRA only", 84.0, 0.0, 300.0), result("FoNE + LoRA", 82.0, 0.01, 25.0)], FULL, None)
+    assert "sequences are shorter" not in same[0]  # no speed explanation when it was not faster
     assert lines[1] == "Lower mean absolute error after fine-tuning: FoNE + LoRA."
     assert f"Neither adapter answers most problems exactly after {FULL.finetune_steps} steps on this tiny" in lines[2]
     lines = summary([result("LoRA only", 60.0, 0.9, 1.0), result("FoNE + LoRA", 40.0, 0.2, 9.0)], FULL, "m")

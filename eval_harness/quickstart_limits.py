@@ -1,0 +1,145 @@
+"""What limits the quick start: FoNE addition through the product path, from a pretrained or a random base.
+
+Trains a FoNE adapter with `numadapter.NumberSFTTrainer` (its data preparation, collator and the model's own loss) on
+the quick start's task (3-4 digit addition, `numadapter.quickstart.addition_examples`) and scores held-out answers
+with `numadapter.generate` (exact match of the whole completion: the number, then EOS), at a few points of the run.
+It also prints the attention entropy of every head at the answer position of the base (a pretrained tiny base looks
+almost only at the previous or the start token there; a random one looks everywhere).
+
+    python -m eval_harness.quickstart_limits --base DIR          # a quick start base (numadapter quickstart --out)
+    python -m eval_harness.quickstart_limits --random 128,512,2   # a random Llama: hidden, intermediate, layers
+    ... --full --lr 1e-3 --set fone_projection=pad --set fone_head_input=slice
+
+`--base` takes any local causal LM saved with its tokenizer; `--random` builds one with the quick start's tokenizer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+
+
+def _value(text: str):
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _random_base(spec: str, out: str) -> str:
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from numadapter.toy import build_tokenizer
+
+    hidden, intermediate, layers = (int(x) for x in spec.split(","))
+    tokenizer = build_tokenizer("digits", out)
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=intermediate, num_hidden_layers=layers,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128, tie_word_embeddings=False,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+    )  # fmt: skip
+    LlamaForCausalLM(config).save_pretrained(out)
+    return out
+
+
+def attention_entropy(path: str, text: str = "682 + 361 = 1043") -> list[list[float]]:
+    """Per layer, the attention entropy (nats) of each head at the token after '=' of `text`.
+
+    With the quick start's digit tokenizer that token is the 13th of the default text, so uniform attention has
+    ln(13) = 2.56 nats.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager")
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    batch = tokenizer([text], return_tensors="pt")
+    tokens = tokenizer.convert_ids_to_tokens(batch["input_ids"][0])
+    position = tokens.index("=") + 1
+    with torch.no_grad():
+        attentions = model(**batch, output_attentions=True).attentions
+    out = []
+    for layer in attentions:
+        weights = layer[0, :, position, : position + 1]  # (heads, keys)
+        out.append((-(weights * weights.clamp_min(1e-12).log()).sum(-1)).tolist())
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--base", help="a local causal LM directory (with its tokenizer)")
+    source.add_argument("--random", help="hidden,intermediate,layers of a random-init Llama")
+    parser.add_argument("--steps", type=int, default=1200)
+    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--full", action="store_true", help="train every base weight too, not only LoRA")
+    parser.add_argument("--set", action="append", default=[], help="a NumberAdapterConfig field, e.g. r=64")
+    parser.add_argument("--points", type=int, default=4, help="evaluations during the run")
+    args = parser.parse_args(argv)
+
+    import datasets
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from trl import SFTConfig
+
+    import numadapter
+    from numadapter.quickstart import addition_examples
+
+    torch.set_num_threads(1)
+    datasets.disable_progress_bars()
+    work = tempfile.mkdtemp()
+    path = args.base or _random_base(args.random, os.path.join(work, "base"))
+    entropy = attention_entropy(path)
+    print("attention entropy at the answer position (nats, per layer and head; uniform over the 13 tokens: 2.56):")
+    for layer, heads in enumerate(entropy):
+        print(f"  layer {layer}: {[round(h, 2) for h in heads]}")
+    settings = dict(encoding="fone", int_digits=5, frac_digits=0, r=16, lora_alpha=32, lora_dropout=0.0,
+                    target_modules="all-linear")  # fmt: skip
+    settings.update(dict(item.split("=", 1) for item in args.set))
+    settings = {key: _value(value) if isinstance(value, str) else value for key, value in settings.items()}
+    config = numadapter.NumberAdapterConfig(**settings)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    torch.manual_seed(0)
+    model = numadapter.get_peft_model(AutoModelForCausalLM.from_pretrained(path), config, tokenizer=tokenizer)
+    if args.full:
+        for name, parameter in model.named_parameters():
+            if "lora_" not in name:
+                parameter.requires_grad_(True)
+    ntok = numadapter.NumberTokenizer(tokenizer, config)
+    train = addition_examples(8000, 3, 4, seed=0)
+    held_out = addition_examples(200, 3, 4, seed=1, exclude={row["prompt"] for row in train})
+    prompts = [row["prompt"] for row in held_out]
+
+    class Score(TrainerCallback):
+        def on_step_end(self, run_args, state, control, **kwargs):
+            every = max(1, args.steps // args.points)
+            if state.global_step % every and state.global_step != args.steps:
+                return
+            model.eval()
+            out = numadapter.generate(model, ntok, prompts, max_new_tokens=8, return_dict=True)
+            model.train()
+            exact = sum(got == row["completion"] for got, row in zip(out.completions, held_out)) / len(held_out)
+            print(f"step {state.global_step}: exact match {exact:.1%} ({time.perf_counter() - start:.0f} s); "
+                  f"e.g. {prompts[0]}{out.completions[0]!r}")  # fmt: skip
+
+    run = SFTConfig(
+        output_dir=os.path.join(work, "run"), max_steps=args.steps, per_device_train_batch_size=args.batch,
+        learning_rate=args.lr, lr_scheduler_type="cosine", warmup_steps=0.05, max_grad_norm=1.0, report_to=[],
+        save_strategy="no", seed=0, bf16=False, use_cpu=True, disable_tqdm=True, logging_steps=10**9,
+    )  # fmt: skip
+    trainer = numadapter.NumberSFTTrainer(model=model, args=run, train_dataset=datasets.Dataset.from_list(train),
+                                          processing_class=ntok, callbacks=[Score()])  # fmt: skip
+    start = time.perf_counter()
+    trainer.train()
+    print(f"trainable parameters: {sum(p.numel() for p in model.parameters() if p.requires_grad):,}")
+
+
+if __name__ == "__main__":
+    main()
