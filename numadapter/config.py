@@ -88,6 +88,11 @@ class NumberAdapterConfig(LoraConfig):
     FoNE:
         fone_bases (`list[int]`, defaults to `[10]`): base periods. For base b the periods are b * 10^(i-1) for
             i = -frac_digits+1 ... int_digits, so `[10]` is the paper's 10^i; `[2, 5, 10]` is its ablation.
+            With `encoding="fone"` only `[10]` is accepted: the FoNE reference scores every output digit with
+            every base, but `FoNEDigitHead` has one 2-vector per place scored against base 10 only, so extra
+            bases would reach the input embedding and never the head (input and output would disagree). Any
+            other value raises a `ValueError` that says to set `fone_bases=[10]`. The features themselves
+            (`numadapter.encodings.fone.fone_features(..., bases=...)`) still take any bases.
         fone_projection (`str`, defaults to `"linear"`): `"linear"`: a learned projection from the features to
             the model width, added to the [NUM] embedding (default for pretrained models). `"pad"`: the features
             are zero-padded to the model width and added (paper, Algorithm 1).
@@ -183,7 +188,7 @@ class NumberAdapterConfig(LoraConfig):
     # -- FoNE ----------------------------------------------------------------------------------------------------
     fone_bases: list[int] = field(
         default_factory=lambda: [10],
-        metadata={"help": "FoNE base periods; [10] is the paper's 10^i, [2, 5, 10] its ablation."},
+        metadata={"help": "FoNE base periods; only [10] (the paper's 10^i) with the FoNE digit head."},
     )
     fone_projection: Literal["linear", "pad"] = field(
         default="linear",
@@ -302,6 +307,12 @@ class NumberAdapterConfig(LoraConfig):
             raise ValueError("`int_digits` + `frac_digits` must be at least 1, got 0 + 0: set `int_digits`.")
         if not self.fone_bases or any(not isinstance(b, int) or b < 2 for b in self.fone_bases):
             raise ValueError(f"`fone_bases` must be a non-empty list of integers >= 2, got {self.fone_bases!r}.")
+        if self.encoding == "fone" and list(self.fone_bases) != [10]:
+            raise ValueError(
+                f"`fone_bases`={self.fone_bases!r} with encoding='fone': the FoNE digit head scores each digit "
+                "against base 10 only (the FoNE reference scores it with every base), so other bases would reach "
+                "the input features but not the head. Set fone_bases=[10]."
+            )
         if not isinstance(self.train_eos_row, bool):
             raise ValueError(f"`train_eos_row` must be True or False, got {self.train_eos_row!r}.")
         if self.num_token == self.agg_token:
