@@ -193,11 +193,11 @@ def test_gce_by_hand(tok) -> None:
 
 @pytest.mark.parametrize(
     ("squash", "expected"),
-    [(1.0, 1.0), (3.0, 1.375), (9.0, 2.5), (None, 2.5)],
+    [(1.001, 0.5 + 0.5 * (1 + 3 * 0.001 / 8)), (3.0, 1.375), (9.0, 2.5), (None, 2.5)],
 )
 def test_squash_factor_by_hand(tok, squash, expected) -> None:
     # digits: d_min = 1, d_max = 9, c(d) = 1 + (d - 1) * (S - 1) / 8 for d > 0.
-    # label 4, 1/2 on 3 (d=1), 1/2 on 8 (d=4):  S=1: .5*1 + .5*1 = 1 ; S=3: .5*1 + .5*(1 + 3*2/8) = 1.375 ;
+    # label 4, 1/2 on 3 (d=1), 1/2 on 8 (d=4):  S -> 1: close to .5*1 + .5*1 = 1 ; S=3: .5*1 + .5*(1 + 3*2/8) = 1.375 ;
     # S=9: c(d) = d -> 2.5.
     logits, labels = one(row(d(3), d(8)), d(4))
     assert NTLoss(tok, "was", squash_factor=squash)(logits, labels).item() == pytest.approx(expected)
@@ -212,13 +212,22 @@ def test_squash_ratio_multi_digit(tok) -> None:
 
 
 def test_squash_with_wider_spacing() -> None:
-    # values 0, 20, 50, 100: d_min = 20, d_max = 100; S = 3:
-    # c(d) = 20 + (d - 20) * (3 - 1) * 20 / 80 = 20 + (d - 20) / 2
+    # values 0, 20, 50, 100: d_min = 20, d_max = 100; S = 3 (ntloss's scale: the nearest wrong value costs 1):
+    # c(d) = 1 + (d - 20) * (3 - 1) / 80 = 1 + (d - 20) / 40
     tokenizer = word_tokenizer(["a", "0", "20", "50", "100"])
     ntl = NTLoss(tokenizer, "was", digit_level=False, squash_factor=3.0)
-    assert ntl(*one(row(3, width=5), 1)).item() == pytest.approx(35.0)  # label 0, all on 50: 20 + 30 / 2
-    assert ntl(*one(row(4, width=5), 1)).item() == pytest.approx(60.0)  # farthest: 3 * 20
-    assert ntl(*one(row(2, width=5), 1)).item() == pytest.approx(20.0)  # nearest
+    assert ntl(*one(row(3, width=5), 1)).item() == pytest.approx(1.75)  # label 0, all on 50: 1 + 30 / 40
+    assert ntl(*one(row(4, width=5), 1)).item() == pytest.approx(3.0)  # farthest: S * 1
+    assert ntl(*one(row(2, width=5), 1)).item() == pytest.approx(1.0)  # nearest
+
+
+@pytest.mark.parametrize("squash", [1.0, 0.99])
+def test_squash_factor_must_exceed_one(tok, squash) -> None:
+    # ntloss asserts squash_factor > 1; a ratio of 1 sets no distance scale at all
+    with pytest.raises(ValueError, match=rf"squash_factor.* > 1.*{squash}"):
+        NTLoss(tok, "was", squash_factor=squash)
+    with pytest.raises(ValueError, match="> 1"):
+        digit_ntl(torch.zeros(1, 1, 10), torch.tensor([[3]]), squash_factor=squash)
 
 
 def test_was_cdf_uneven_spacing_is_exact_w1(tok) -> None:
@@ -331,7 +340,7 @@ def test_padded_vocabulary(tok) -> None:
     ("kwargs", "match"),
     [
         ({"kind": "wass"}, "kind"), ({"reduction": "avg"}, "reduction"),
-        ({"kind": "mse", "squash_factor": 3.0}, "squash_factor"), ({"squash_factor": 0.5}, ">= 1"),
+        ({"kind": "mse", "squash_factor": 3.0}, "squash_factor"), ({"squash_factor": 0.5}, "> 1"),
         ({"sigma": 0.0}, "sigma"), ({"huber_delta": -1.0}, "huber_delta"), ({"kind": "gce", "reweigh": True}, "gce"),
     ],
 )  # fmt: skip
@@ -481,8 +490,9 @@ def test_digit_ntl_by_hand() -> None:
     assert digit_ntl(logits, target, reduction="sum").item() == pytest.approx(6.0)
     torch.testing.assert_close(digit_ntl(logits, ignored, reduction="none"), torch.tensor([[0.0, 2.0, 3.0]]))
     assert digit_ntl(torch.zeros(1, 3, 10), target, "gce").item() == pytest.approx(math.log(10), rel=1e-6)
-    # squash 1 on digits: 0/1 cost -> every wrong digit costs 1
-    assert digit_ntl(logits, target, squash_factor=1.0).item() == pytest.approx(1.0)
+    # squash 1.001 on digits: nearly a 0/1 cost -> every wrong digit (d = 1, 2, 3) costs about 1
+    expected = sum(1 + (dist - 1) * 0.001 / 8 for dist in (1, 2, 3)) / 3
+    assert digit_ntl(logits, target, squash_factor=1.001).item() == pytest.approx(expected)
     masked = logits.clone()
     masked[0, 0] = -math.inf  # an ignored place whose logits are all -inf: still finite
     masked.requires_grad_(True)
@@ -508,6 +518,19 @@ def test_digit_ntl_bad_input() -> None:
 
 
 # ---------------------------------------------------------------------------------------------------- ntloss
+
+
+@pytest.mark.parametrize("squash", [1.5, 3.0, 9.0])
+def test_squash_matches_ntloss_on_uneven_values(squash) -> None:
+    """Values 0, 10, 20, 100 (smallest gap 10, not 1): the squashed scale equals the authors' package's."""
+    ntloss = pytest.importorskip("ntloss")
+    tokenizer = word_tokenizer(["a", "b", "0", "10", "20", "100"])
+    torch.manual_seed(0)
+    logits = torch.randn(2, 5, 6) * 3
+    labels = torch.tensor([[2, 3, 4, 5, 0], [5, 4, -100, 2, 3]])
+    theirs = ntloss.NTLoss(tokenizer, digit_level=False, reweigh=False, squash_factor=squash)
+    ours = NTLoss(tokenizer, "was", digit_level=False, squash_factor=squash)
+    torch.testing.assert_close(ours(logits, labels), theirs(logits, labels))
 
 
 @pytest.mark.parametrize(("kind", "squash"), [("was", None), ("was", 3.0), ("mse", None), ("mae", None)])
