@@ -76,7 +76,10 @@ class NumberAdapterConfig(LoraConfig):
         num_token (`str`, defaults to `"[NUM]"`): the token that stands for one number.
         agg_token (`str`, defaults to `"[AGG]"`): the aggregate token placed before a digit-tokenised number.
         aggregate (`bool`, defaults to `False`): with `encoding="digits"`, put an [AGG] token before each number
-            whose embedding is the weighted digit aggregate (digit-aggregation paper, eq. 1).
+            whose embedding is the weighted digit aggregate (digit-aggregation paper, eq. 1). Eq. 1 is built for
+            integers and ignores the decimal point: 12.5, 125 and 1.25 get the same [AGG] aggregate, and the
+            auxiliary loss (`aggregate_loss_lambda` < 1) scores "12.5" as two numbers, "12" and "5" (see
+            `numadapter.encodings.aggregate`).
         sign_policy (`str`, defaults to `"text"`): `"text"`: a minus sign stays an ordinary text token before
             [NUM] and [NUM] carries |x| (exact, no extra parameters). `"feature"`: the sign belongs to the number
             ([NUM] carries x, the features get a sign component and the head predicts the sign).
