@@ -82,7 +82,10 @@ class NumberAdapterConfig(LoraConfig):
             `numadapter.encodings.aggregate`).
         sign_policy (`str`, defaults to `"text"`): `"text"`: a minus sign stays an ordinary text token before
             [NUM] and [NUM] carries |x| (exact, no extra parameters). `"feature"`: the sign belongs to the number
-            ([NUM] carries x, the features get a sign component and the head predicts the sign).
+            ([NUM] carries x, the features get a sign component and the head predicts the sign). For xVal use
+            `"feature"`: the xVal paper carries the sign in the value (the embedding is scaled by the signed x and
+            the regression head predicts the signed x); with `"text"` xVal only ever sees |x| and the sign is left
+            to the text token. The xVal recipe (`recipes/granite/xval_lora.yaml`) sets it.
         out_of_range (`str`, defaults to `"text"`): what happens to a number that needs more than `int_digits`
             integer places or more than `frac_digits` fraction places. `"text"`: it stays ordinary text (no [NUM]).
             `"error"`: encoding raises a `ValueError` naming the number, the limit and the setting to change.
