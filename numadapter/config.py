@@ -22,6 +22,7 @@ SIGN_POLICIES = ("text", "feature")
 OUT_OF_RANGE_POLICIES = ("text", "error")
 XVAL_FORMS = ("auto", "affine", "multiplicative")
 NTL_KINDS = ("was", "was-cdf", "mse", "mae", "huber", "gce")
+GCE_FORMS = ("replace", "add")
 
 # The largest digit range numadapter accepts. FoNE needs 2 features per digit place and the side tensors one
 # int64 per place, so 64 + 64 places are far beyond any model width worry while still catching typos (800).
@@ -139,6 +140,12 @@ class NumberAdapterConfig(LoraConfig):
         ntl_weight (`float`, defaults to 0.0): weight of the Number Token Loss added to the loss (0 disables).
         ntl_kind (`str`, defaults to `"was"`): NTL variant: `"was"`, `"was-cdf"`, `"mse"`, `"mae"`, `"huber"`,
             `"gce"`.
+        gce_form (`str`, defaults to `"replace"`): how `ntl_kind="gce"` enters the loss of the LM head's digit tokens
+            (`encoding="digits"` / `"xval"`). `"replace"` (NTL paper, sec. 4.1.3: GCE replaces the vanilla CE
+            objective): at positions whose label is a digit token the cross-entropy is left out and
+            `ntl_weight * GCE` takes its place, so `lm_loss` is the CE of the other tokens and `ntl_weight=1` is
+            exactly the paper's objective. `"add"`: CE at every position plus `ntl_weight * GCE` (numadapter's
+            earlier form). With `encoding="fone"` GCE is always added to the digit head's loss.
         aggregate_loss_lambda (`float`, defaults to 1.0): the digit-aggregation paper's lambda (eq. 3):
             loss = lambda * CE + (1 - lambda) * L_AUX. 1.0 disables the auxiliary loss.
 
@@ -238,6 +245,13 @@ class NumberAdapterConfig(LoraConfig):
     number_loss_weight: float = field(default=1.0, metadata={"help": "Weight of the number head loss."})
     ntl_weight: float = field(default=0.0, metadata={"help": "Weight of the Number Token Loss (0 disables)."})
     ntl_kind: str = field(default="was", metadata={"help": "NTL variant.", "choices": list(NTL_KINDS)})
+    gce_form: Literal["replace", "add"] = field(
+        default="replace",
+        metadata={
+            "help": "ntl_kind='gce': replace CE at digit labels (paper) or add to it.",
+            "choices": list(GCE_FORMS),
+        },
+    )
     aggregate_loss_lambda: float = field(
         default=1.0, metadata={"help": "lambda of eq. 3: lambda*CE + (1-lambda)*L_AUX; 1.0 disables L_AUX."}
     )
@@ -307,6 +321,7 @@ class NumberAdapterConfig(LoraConfig):
         _choice("fone_head_target", self.fone_head_target, FONE_HEAD_TARGETS)
         _choice("xval_form", self.xval_form, XVAL_FORMS)
         _choice("ntl_kind", self.ntl_kind, NTL_KINDS)
+        _choice("gce_form", self.gce_form, GCE_FORMS)
         _integer("int_digits", self.int_digits, 0, MAX_INT_DIGITS)
         _integer("frac_digits", self.frac_digits, 0, MAX_FRAC_DIGITS)
         if self.int_digits + self.frac_digits == 0:

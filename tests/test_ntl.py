@@ -565,3 +565,43 @@ def test_overhead_benchmark_runs() -> None:
             assert set(res["median_s"]) == {"ce", "fused_ce", "fused_ce_ntl", "ce_plus_ntl"}
             assert res["ntl_work_s"] > 0 and res["ratio_ce_plus_ntl_work_vs_ce"] > 1
             assert all(v > 0 for v in res["median_s"].values())
+
+
+# ---------------------------------------------------------------------------------------------------- GCE form
+
+
+@pytest.mark.parametrize("form", ["replace", "add"])
+def test_gce_replaces_cross_entropy_at_digit_labels(form) -> None:
+    """NTL paper sec. 4.1.3: GCE *replaces* CE at number positions; gce_form="add" keeps CE + lambda * GCE."""
+    from numadapter.config import NumberAdapterConfig
+    from numadapter.tuner.loss import lm_terms
+
+    digit_ids = list(range(3, 13))  # token 3 + k is digit k; 0..2 are text
+    config = NumberAdapterConfig(
+        encoding="digits", ntl_weight=0.7, ntl_kind="gce", gce_form=form, digit_token_ids=digit_ids
+    )
+    torch.manual_seed(0)
+    logits = torch.randn(1, 4, 14, requires_grad=True)
+    labels = torch.tensor([[1, 3 + 4, 3 + 9, -100]])  # text, digit 4, digit 9, ignored
+    denom = torch.tensor(3.0)
+    ce, gce = lm_terms(config, logits, labels, denom)
+    # by hand: log p over the full vocabulary; eq. 7 target t_j ~ exp(-(j - y)^2 / (2 * 0.5^2)) over digits j
+    logp = logits.detach().log_softmax(-1)[0]
+    expected_gce = 0.0
+    for t, y in ((1, 4), (2, 9)):
+        weights = [math.exp(-((j - y) ** 2) / (2 * 0.5**2)) for j in range(10)]
+        expected_gce -= sum(w / sum(weights) * logp[t, 3 + j].item() for j, w in enumerate(weights))
+    ce_text = -logp[0, 1].item()
+    ce_digits = -logp[1, 7].item() - logp[2, 12].item()
+    expected_ce = ce_text if form == "replace" else ce_text + ce_digits
+    assert ce.item() == pytest.approx(expected_ce / 3, rel=1e-5)
+    assert gce.item() == pytest.approx(expected_gce / 3, rel=1e-5)
+    (ce + config.ntl_weight * gce).backward()
+    assert torch.isfinite(logits.grad).all()
+
+
+def test_gce_form_is_validated() -> None:
+    from numadapter.config import NumberAdapterConfig
+
+    with pytest.raises(ValueError, match=r"gce_form.*'replace', 'add'.*'sum'"):
+        NumberAdapterConfig(encoding="digits", gce_form="sum")
