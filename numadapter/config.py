@@ -23,6 +23,7 @@ OUT_OF_RANGE_POLICIES = ("text", "error")
 XVAL_FORMS = ("auto", "affine", "multiplicative")
 NTL_KINDS = ("was", "was-cdf", "mse", "mae", "huber", "gce")
 GCE_FORMS = ("replace", "add")
+NTL_LEVELS = ("token", "number")
 
 # The largest digit range numadapter accepts. FoNE needs 2 features per digit place and the side tensors one
 # int64 per place, so 64 + 64 places are far beyond any model width worry while still catching typos (800).
@@ -140,6 +141,12 @@ class NumberAdapterConfig(LoraConfig):
         ntl_weight (`float`, defaults to 0.0): weight of the Number Token Loss added to the loss (0 disables).
         ntl_kind (`str`, defaults to `"was"`): NTL variant: `"was"`, `"was-cdf"`, `"mse"`, `"mae"`, `"huber"`,
             `"gce"`.
+        ntl_level (`str`, defaults to `"token"`): `"token"`: NTL per digit token (`ntl_kind`). `"number"`: NTL per
+            whole number, the `ntloss` package's `NumberLevelLoss` (`numadapter.ntl.number_level_ntl`): each run of
+            digit labels is one number, its prediction is built from the expected digit at every position, and the
+            loss is the symmetric absolute percentage error |yhat - y| / (|yhat| + |y|), in [0, 1]; `ntl_kind` is
+            not read. Summed over numbers and divided like the other terms. Needs `encoding="digits"` or `"xval"`
+            (the LM head's digit tokens).
         gce_form (`str`, defaults to `"replace"`): how `ntl_kind="gce"` enters the loss of the LM head's digit tokens
             (`encoding="digits"` / `"xval"`). `"replace"` (NTL paper, sec. 4.1.3: GCE replaces the vanilla CE
             objective): at positions whose label is a digit token the cross-entropy is left out and
@@ -245,6 +252,13 @@ class NumberAdapterConfig(LoraConfig):
     number_loss_weight: float = field(default=1.0, metadata={"help": "Weight of the number head loss."})
     ntl_weight: float = field(default=0.0, metadata={"help": "Weight of the Number Token Loss (0 disables)."})
     ntl_kind: str = field(default="was", metadata={"help": "NTL variant.", "choices": list(NTL_KINDS)})
+    ntl_level: Literal["token", "number"] = field(
+        default="token",
+        metadata={
+            "help": "NTL per digit token or per whole number (ntloss NumberLevelLoss).",
+            "choices": list(NTL_LEVELS),
+        },
+    )
     gce_form: Literal["replace", "add"] = field(
         default="replace",
         metadata={
@@ -322,6 +336,13 @@ class NumberAdapterConfig(LoraConfig):
         _choice("xval_form", self.xval_form, XVAL_FORMS)
         _choice("ntl_kind", self.ntl_kind, NTL_KINDS)
         _choice("gce_form", self.gce_form, GCE_FORMS)
+        _choice("ntl_level", self.ntl_level, NTL_LEVELS)
+        if self.ntl_level == "number" and self.encoding == "fone":
+            raise ValueError(
+                "`ntl_level`='number' scores whole numbers written as digit tokens by the LM head, but "
+                "encoding='fone' predicts numbers with its digit head: set ntl_level='token' (digit-head NTL) or "
+                "encoding='digits'."
+            )
         _integer("int_digits", self.int_digits, 0, MAX_INT_DIGITS)
         _integer("frac_digits", self.frac_digits, 0, MAX_FRAC_DIGITS)
         if self.int_digits + self.frac_digits == 0:

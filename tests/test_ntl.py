@@ -605,3 +605,52 @@ def test_gce_form_is_validated() -> None:
 
     with pytest.raises(ValueError, match=r"gce_form.*'replace', 'add'.*'sum'"):
         NumberAdapterConfig(encoding="digits", gce_form="sum")
+
+
+# ---------------------------------------------------------------------------------------------------- number level
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_number_level_matches_ntloss(reduction) -> None:
+    """Whole-number NTL equals the authors' NumberLevelLoss (float_level=False, reweigh=False)."""
+    ntloss = pytest.importorskip("ntloss")
+    from numadapter.ntl import number_level_ntl
+
+    tokenizer = word_tokenizer(["a", "b", *"0123456789", ".", "c"])
+    torch.manual_seed(0)
+    logits = torch.randn(3, 9, 14) * 2
+    # numbers: 123 | 45 | 0 (alone) | 7 (row end); row 2: one 9-digit number; row 3: 1 and 7777 around "." / "c"
+    labels = torch.tensor(
+        [[0, 3, 4, 5, 12, 6, 7, -100, 9], [2, 3, 4, 5, 6, 7, 8, 9, 10], [11, 11, 0, 3, 13, 9, 9, 9, 9]]
+    )
+    theirs = ntloss.NumberLevelLoss(tokenizer, reweigh=False)
+    ours = number_level_ntl(logits, labels, list(range(2, 12)), reduction=reduction)
+    torch.testing.assert_close(ours, theirs(logits, labels, reduction=reduction))
+
+
+def test_number_level_by_hand() -> None:
+    from numadapter.ntl import number_level_ntl
+
+    # label "12": position 0 all on digit 1, position 1 half on 2 and half on 4 -> yhat = 10 * 1 + 3 = 13
+    logits = torch.full((1, 2, 10), -1e4)
+    logits[0, 0, 1] = 0.0
+    logits[0, 1, 2] = logits[0, 1, 4] = 0.0
+    loss = number_level_ntl(logits, torch.tensor([[1, 2]]), list(range(10)))
+    assert loss.item() == pytest.approx(1 / 25, rel=1e-5)  # |13 - 12| / (13 + 12)
+
+
+def test_number_level_from_the_config() -> None:
+    from numadapter.config import NumberAdapterConfig
+    from numadapter.ntl import number_level_ntl
+    from numadapter.tuner.loss import lm_terms
+
+    config = NumberAdapterConfig(
+        encoding="digits", ntl_weight=0.5, ntl_level="number", digit_token_ids=list(range(10))
+    )
+    torch.manual_seed(1)
+    logits = torch.randn(1, 4, 12)
+    labels = torch.tensor([[1, 2, 11, 3]])
+    _, ntl = lm_terms(config, logits, labels, torch.tensor(4.0))
+    assert ntl.item() == pytest.approx(number_level_ntl(logits, labels, list(range(10)), reduction="sum").item() / 4)
+    with pytest.raises(ValueError, match=r"ntl_level.*'number'.*fone.*ntl_level='token'"):
+        NumberAdapterConfig(encoding="fone", ntl_level="number")

@@ -51,12 +51,14 @@ indexing). `cross_entropy_and_ntl` computes CE and NTL in one autograd node from
 gradient, adding NTL's ``[N, K]`` part in place: use it in trainers.
 
 Modules: `numadapter.ntl.vocab` (token -> value maps), `numadapter.ntl.value_loss` (the kinds), `numadapter.ntl.module`
-(`NTLoss`, `PlaceValueNTL`), `numadapter.ntl.fused` (`cross_entropy_and_ntl`), `numadapter.ntl.digit` (`digit_ntl`).
+(`NTLoss`, `PlaceValueNTL`), `numadapter.ntl.fused` (`cross_entropy_and_ntl`), `numadapter.ntl.digit` (`digit_ntl`),
+`numadapter.ntl.number_level` (`number_level_ntl`: whole-number NTL, as ntloss's ``NumberLevelLoss``).
 """
 
 from numadapter.ntl.digit import digit_ntl
 from numadapter.ntl.fused import cross_entropy_and_ntl
 from numadapter.ntl.module import NTLoss, PlaceValueNTL, place_weights_from_runs
+from numadapter.ntl.number_level import number_level_ntl
 from numadapter.ntl.value_loss import NumberValueLoss
 from numadapter.ntl.vocab import KINDS, PREFIX_GROUPS, REDUCTIONS, NumberVocab, number_vocab, parse_number_token
 
@@ -70,6 +72,7 @@ __all__ = [
     "PlaceValueNTL",
     "cross_entropy_and_ntl",
     "digit_ntl",
+    "number_level_ntl",
     "number_vocab",
     "parse_number_token",
     "place_weights_from_runs",

@@ -175,6 +175,13 @@ def lm_terms(
     if config.ntl_weight > 0 and config.encoding != "fone":
         from numadapter.ntl import NTLoss, cross_entropy_and_ntl
 
+        if config.ntl_level == "number":
+            from numadapter.ntl import number_level_ntl
+
+            summed = number_level_ntl(
+                logits, labels, config.digit_token_ids, reduction="sum", ignore_index=IGNORE_INDEX
+            )
+            return cross_entropy(logits, labels, denom), summed / denom
         ntl = NTLoss(_DigitVocab(config.digit_token_ids), kind=config.ntl_kind, reduction="sum").to(logits.device)
         if config.ntl_kind == "gce" and config.gce_form == "replace":
             digit_ids = torch.as_tensor(config.digit_token_ids, device=labels.device)
