@@ -22,6 +22,8 @@ SIGN_POLICIES = ("text", "feature")
 OUT_OF_RANGE_POLICIES = ("text", "error")
 XVAL_FORMS = ("auto", "affine", "multiplicative")
 NTL_KINDS = ("was", "was-cdf", "mse", "mae", "huber", "gce")
+GCE_FORMS = ("replace", "add")
+NTL_LEVELS = ("token", "number")
 
 # The largest digit range numadapter accepts. FoNE needs 2 features per digit place and the side tensors one
 # int64 per place, so 64 + 64 places are far beyond any model width worry while still catching typos (800).
@@ -76,10 +78,16 @@ class NumberAdapterConfig(LoraConfig):
         num_token (`str`, defaults to `"[NUM]"`): the token that stands for one number.
         agg_token (`str`, defaults to `"[AGG]"`): the aggregate token placed before a digit-tokenised number.
         aggregate (`bool`, defaults to `False`): with `encoding="digits"`, put an [AGG] token before each number
-            whose embedding is the weighted digit aggregate (digit-aggregation paper, eq. 1).
+            whose embedding is the weighted digit aggregate (digit-aggregation paper, eq. 1). Eq. 1 is built for
+            integers and ignores the decimal point: 12.5, 125 and 1.25 get the same [AGG] aggregate, and the
+            auxiliary loss (`aggregate_loss_lambda` < 1) scores "12.5" as two numbers, "12" and "5" (see
+            `numadapter.encodings.aggregate`).
         sign_policy (`str`, defaults to `"text"`): `"text"`: a minus sign stays an ordinary text token before
             [NUM] and [NUM] carries |x| (exact, no extra parameters). `"feature"`: the sign belongs to the number
-            ([NUM] carries x, the features get a sign component and the head predicts the sign).
+            ([NUM] carries x, the features get a sign component and the head predicts the sign). For xVal use
+            `"feature"`: the xVal paper carries the sign in the value (the embedding is scaled by the signed x and
+            the regression head predicts the signed x); with `"text"` xVal only ever sees |x| and the sign is left
+            to the text token. The xVal recipe (`recipes/granite/xval_lora.yaml`) sets it.
         out_of_range (`str`, defaults to `"text"`): what happens to a number that needs more than `int_digits`
             integer places or more than `frac_digits` fraction places. `"text"`: it stays ordinary text (no [NUM]).
             `"error"`: encoding raises a `ValueError` naming the number, the limit and the setting to change.
@@ -88,6 +96,11 @@ class NumberAdapterConfig(LoraConfig):
     FoNE:
         fone_bases (`list[int]`, defaults to `[10]`): base periods. For base b the periods are b * 10^(i-1) for
             i = -frac_digits+1 ... int_digits, so `[10]` is the paper's 10^i; `[2, 5, 10]` is its ablation.
+            With `encoding="fone"` only `[10]` is accepted: the FoNE reference scores every output digit with
+            every base, but `FoNEDigitHead` has one 2-vector per place scored against base 10 only, so extra
+            bases would reach the input embedding and never the head (input and output would disagree). Any
+            other value raises a `ValueError` that says to set `fone_bases=[10]`. The features themselves
+            (`numadapter.encodings.fone.fone_features(..., bases=...)`) still take any bases.
         fone_projection (`str`, defaults to `"linear"`): `"linear"`: a learned projection from the features to
             the model width, added to the [NUM] embedding (default for pretrained models). `"pad"`: the features
             are zero-padded to the model width and added (paper, Algorithm 1).
@@ -128,6 +141,18 @@ class NumberAdapterConfig(LoraConfig):
         ntl_weight (`float`, defaults to 0.0): weight of the Number Token Loss added to the loss (0 disables).
         ntl_kind (`str`, defaults to `"was"`): NTL variant: `"was"`, `"was-cdf"`, `"mse"`, `"mae"`, `"huber"`,
             `"gce"`.
+        ntl_level (`str`, defaults to `"token"`): `"token"`: NTL per digit token (`ntl_kind`). `"number"`: NTL per
+            whole number, the `ntloss` package's `NumberLevelLoss` (`numadapter.ntl.number_level_ntl`): each run of
+            digit labels is one number, its prediction is built from the expected digit at every position, and the
+            loss is the symmetric absolute percentage error |yhat - y| / (|yhat| + |y|), in [0, 1]; `ntl_kind` is
+            not read. Summed over numbers and divided like the other terms. Needs `encoding="digits"` or `"xval"`
+            (the LM head's digit tokens).
+        gce_form (`str`, defaults to `"replace"`): how `ntl_kind="gce"` enters the loss of the LM head's digit tokens
+            (`encoding="digits"` / `"xval"`). `"replace"` (NTL paper, sec. 4.1.3: GCE replaces the vanilla CE
+            objective): at positions whose label is a digit token the cross-entropy is left out and
+            `ntl_weight * GCE` takes its place, so `lm_loss` is the CE of the other tokens and `ntl_weight=1` is
+            exactly the paper's objective. `"add"`: CE at every position plus `ntl_weight * GCE` (numadapter's
+            earlier form). With `encoding="fone"` GCE is always added to the digit head's loss.
         aggregate_loss_lambda (`float`, defaults to 1.0): the digit-aggregation paper's lambda (eq. 3):
             loss = lambda * CE + (1 - lambda) * L_AUX. 1.0 disables the auxiliary loss.
 
@@ -183,7 +208,7 @@ class NumberAdapterConfig(LoraConfig):
     # -- FoNE ----------------------------------------------------------------------------------------------------
     fone_bases: list[int] = field(
         default_factory=lambda: [10],
-        metadata={"help": "FoNE base periods; [10] is the paper's 10^i, [2, 5, 10] its ablation."},
+        metadata={"help": "FoNE base periods; only [10] (the paper's 10^i) with the FoNE digit head."},
     )
     fone_projection: Literal["linear", "pad"] = field(
         default="linear",
@@ -227,6 +252,20 @@ class NumberAdapterConfig(LoraConfig):
     number_loss_weight: float = field(default=1.0, metadata={"help": "Weight of the number head loss."})
     ntl_weight: float = field(default=0.0, metadata={"help": "Weight of the Number Token Loss (0 disables)."})
     ntl_kind: str = field(default="was", metadata={"help": "NTL variant.", "choices": list(NTL_KINDS)})
+    ntl_level: Literal["token", "number"] = field(
+        default="token",
+        metadata={
+            "help": "NTL per digit token or per whole number (ntloss NumberLevelLoss).",
+            "choices": list(NTL_LEVELS),
+        },
+    )
+    gce_form: Literal["replace", "add"] = field(
+        default="replace",
+        metadata={
+            "help": "ntl_kind='gce': replace CE at digit labels (paper) or add to it.",
+            "choices": list(GCE_FORMS),
+        },
+    )
     aggregate_loss_lambda: float = field(
         default=1.0, metadata={"help": "lambda of eq. 3: lambda*CE + (1-lambda)*L_AUX; 1.0 disables L_AUX."}
     )
@@ -296,12 +335,26 @@ class NumberAdapterConfig(LoraConfig):
         _choice("fone_head_target", self.fone_head_target, FONE_HEAD_TARGETS)
         _choice("xval_form", self.xval_form, XVAL_FORMS)
         _choice("ntl_kind", self.ntl_kind, NTL_KINDS)
+        _choice("gce_form", self.gce_form, GCE_FORMS)
+        _choice("ntl_level", self.ntl_level, NTL_LEVELS)
+        if self.ntl_level == "number" and self.encoding == "fone":
+            raise ValueError(
+                "`ntl_level`='number' scores whole numbers written as digit tokens by the LM head, but "
+                "encoding='fone' predicts numbers with its digit head: set ntl_level='token' (digit-head NTL) or "
+                "encoding='digits'."
+            )
         _integer("int_digits", self.int_digits, 0, MAX_INT_DIGITS)
         _integer("frac_digits", self.frac_digits, 0, MAX_FRAC_DIGITS)
         if self.int_digits + self.frac_digits == 0:
             raise ValueError("`int_digits` + `frac_digits` must be at least 1, got 0 + 0: set `int_digits`.")
         if not self.fone_bases or any(not isinstance(b, int) or b < 2 for b in self.fone_bases):
             raise ValueError(f"`fone_bases` must be a non-empty list of integers >= 2, got {self.fone_bases!r}.")
+        if self.encoding == "fone" and list(self.fone_bases) != [10]:
+            raise ValueError(
+                f"`fone_bases`={self.fone_bases!r} with encoding='fone': the FoNE digit head scores each digit "
+                "against base 10 only (the FoNE reference scores it with every base), so other bases would reach "
+                "the input features but not the head. Set fone_bases=[10]."
+            )
         if not isinstance(self.train_eos_row, bool):
             raise ValueError(f"`train_eos_row` must be True or False, got {self.train_eos_row!r}.")
         if self.num_token == self.agg_token:

@@ -137,6 +137,29 @@ DIGIT_IDS = list(range(4, 14))  # digit k is token 4 + k; tokens 0..3 are text
 NEG = -1e4  # exp(-1e4) == 0 in float32
 
 
+def test_aggregate_ignores_the_decimal_point():
+    # Pinned limitation (issue 16): eq. 1 sees only the significant digits 1, 2, 5 of 12.5, 125 and 1.25, so all
+    # three get w = 2.4, 0.6, 0.1 (N = 3): [2.4*1 + 0.6*2 + 0.1*5, 3.1, -(2.4*0.5 + 0.6*1 + 0.1*2.5)].
+    module = AggregateEmbedding(digits_config(int_digits=3, frac_digits=2))
+    place_digits = torch.tensor([[[0, 1, 2, 5, 0], [1, 2, 5, 0, 0], [0, 0, 1, 2, 5]]])  # 12.5, 125, 1.25
+    agg = module.aggregate(place_digits, digit_table())
+    for t in range(3):
+        assert agg[0, t].tolist() == pytest.approx([4.1, 3.1, -2.05], rel=1e-6)
+
+
+def test_aux_loss_splits_a_decimal_at_the_point():
+    # Pinned limitation (issue 16): "." ends a digit run, so labels "1", "2", ".", "5" are two numbers, "12" and
+    # "5". Exact predictions give the eps floor log2(1e-6) for each run.
+    point = 2  # a text row of embedding_table()
+    labels = torch.tensor([[DIGIT_IDS[1], DIGIT_IDS[2], point, DIGIT_IDS[5]]])
+    logits = torch.full((1, 4, 14), NEG)
+    for t, label in enumerate(labels[0].tolist()):
+        logits[0, t, label] = 0.0
+    aux, num_numbers = aggregate_aux_loss(logits, labels, DIGIT_IDS, embedding_table())
+    assert num_numbers == 2
+    assert aux.item() == pytest.approx(math.log2(1e-6), rel=1e-4)
+
+
 def embedding_table() -> torch.Tensor:
     """(14, 3): text rows arbitrary, digit row 4 + k = [k, 0, 1]."""
     weight = torch.tensor(

@@ -58,6 +58,9 @@ def test_every_number_field_has_help_and_is_documented():
         ({"int_digits": 0, "frac_digits": 0}, ["int_digits"]),
         ({"fone_bases": []}, ["fone_bases"]),
         ({"fone_bases": [1, 10]}, ["fone_bases", "1"]),
+        # the digit head scores base 10 only: extra bases would reach the input side alone (issue 16)
+        ({"fone_bases": [2, 5, 10]}, ["fone_bases", "[2, 5, 10]", "base 10", "fone_bases=[10]"]),
+        ({"fone_bases": [10, 10]}, ["fone_bases", "fone_bases=[10]"]),
         ({"num_token": "[X]", "agg_token": "[X]"}, ["num_token", "agg_token"]),
         ({"fone_init_scale": 0.0}, ["fone_init_scale", "0.0"]),
         ({"xval_scale": -2.0}, ["xval_scale", "-2.0"]),
@@ -79,5 +82,5 @@ def test_invalid_settings_name_field_value_and_fix(kwargs, names):
 
 def test_valid_combinations_accepted():
     NumberAdapterConfig(encoding="digits", aggregate=True, aggregate_loss_lambda=0.8)
-    NumberAdapterConfig(encoding="fone", fone_bases=[2, 5, 10], fone_projection="pad", fone_head_input="slice")
+    NumberAdapterConfig(encoding="fone", fone_bases=[10], fone_projection="pad", fone_head_input="slice")
     NumberAdapterConfig(encoding="xval", xval_form="multiplicative", sign_policy="feature", ntl_weight=0.3)

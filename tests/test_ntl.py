@@ -193,11 +193,11 @@ def test_gce_by_hand(tok) -> None:
 
 @pytest.mark.parametrize(
     ("squash", "expected"),
-    [(1.0, 1.0), (3.0, 1.375), (9.0, 2.5), (None, 2.5)],
+    [(1.001, 0.5 + 0.5 * (1 + 3 * 0.001 / 8)), (3.0, 1.375), (9.0, 2.5), (None, 2.5)],
 )
 def test_squash_factor_by_hand(tok, squash, expected) -> None:
     # digits: d_min = 1, d_max = 9, c(d) = 1 + (d - 1) * (S - 1) / 8 for d > 0.
-    # label 4, 1/2 on 3 (d=1), 1/2 on 8 (d=4):  S=1: .5*1 + .5*1 = 1 ; S=3: .5*1 + .5*(1 + 3*2/8) = 1.375 ;
+    # label 4, 1/2 on 3 (d=1), 1/2 on 8 (d=4):  S -> 1: close to .5*1 + .5*1 = 1 ; S=3: .5*1 + .5*(1 + 3*2/8) = 1.375 ;
     # S=9: c(d) = d -> 2.5.
     logits, labels = one(row(d(3), d(8)), d(4))
     assert NTLoss(tok, "was", squash_factor=squash)(logits, labels).item() == pytest.approx(expected)
@@ -212,13 +212,22 @@ def test_squash_ratio_multi_digit(tok) -> None:
 
 
 def test_squash_with_wider_spacing() -> None:
-    # values 0, 20, 50, 100: d_min = 20, d_max = 100; S = 3:
-    # c(d) = 20 + (d - 20) * (3 - 1) * 20 / 80 = 20 + (d - 20) / 2
+    # values 0, 20, 50, 100: d_min = 20, d_max = 100; S = 3 (ntloss's scale: the nearest wrong value costs 1):
+    # c(d) = 1 + (d - 20) * (3 - 1) / 80 = 1 + (d - 20) / 40
     tokenizer = word_tokenizer(["a", "0", "20", "50", "100"])
     ntl = NTLoss(tokenizer, "was", digit_level=False, squash_factor=3.0)
-    assert ntl(*one(row(3, width=5), 1)).item() == pytest.approx(35.0)  # label 0, all on 50: 20 + 30 / 2
-    assert ntl(*one(row(4, width=5), 1)).item() == pytest.approx(60.0)  # farthest: 3 * 20
-    assert ntl(*one(row(2, width=5), 1)).item() == pytest.approx(20.0)  # nearest
+    assert ntl(*one(row(3, width=5), 1)).item() == pytest.approx(1.75)  # label 0, all on 50: 1 + 30 / 40
+    assert ntl(*one(row(4, width=5), 1)).item() == pytest.approx(3.0)  # farthest: S * 1
+    assert ntl(*one(row(2, width=5), 1)).item() == pytest.approx(1.0)  # nearest
+
+
+@pytest.mark.parametrize("squash", [1.0, 0.99])
+def test_squash_factor_must_exceed_one(tok, squash) -> None:
+    # ntloss asserts squash_factor > 1; a ratio of 1 sets no distance scale at all
+    with pytest.raises(ValueError, match=rf"squash_factor.* > 1.*{squash}"):
+        NTLoss(tok, "was", squash_factor=squash)
+    with pytest.raises(ValueError, match="> 1"):
+        digit_ntl(torch.zeros(1, 1, 10), torch.tensor([[3]]), squash_factor=squash)
 
 
 def test_was_cdf_uneven_spacing_is_exact_w1(tok) -> None:
@@ -331,7 +340,7 @@ def test_padded_vocabulary(tok) -> None:
     ("kwargs", "match"),
     [
         ({"kind": "wass"}, "kind"), ({"reduction": "avg"}, "reduction"),
-        ({"kind": "mse", "squash_factor": 3.0}, "squash_factor"), ({"squash_factor": 0.5}, ">= 1"),
+        ({"kind": "mse", "squash_factor": 3.0}, "squash_factor"), ({"squash_factor": 0.5}, "> 1"),
         ({"sigma": 0.0}, "sigma"), ({"huber_delta": -1.0}, "huber_delta"), ({"kind": "gce", "reweigh": True}, "gce"),
     ],
 )  # fmt: skip
@@ -481,8 +490,9 @@ def test_digit_ntl_by_hand() -> None:
     assert digit_ntl(logits, target, reduction="sum").item() == pytest.approx(6.0)
     torch.testing.assert_close(digit_ntl(logits, ignored, reduction="none"), torch.tensor([[0.0, 2.0, 3.0]]))
     assert digit_ntl(torch.zeros(1, 3, 10), target, "gce").item() == pytest.approx(math.log(10), rel=1e-6)
-    # squash 1 on digits: 0/1 cost -> every wrong digit costs 1
-    assert digit_ntl(logits, target, squash_factor=1.0).item() == pytest.approx(1.0)
+    # squash 1.001 on digits: nearly a 0/1 cost -> every wrong digit (d = 1, 2, 3) costs about 1
+    expected = sum(1 + (dist - 1) * 0.001 / 8 for dist in (1, 2, 3)) / 3
+    assert digit_ntl(logits, target, squash_factor=1.001).item() == pytest.approx(expected)
     masked = logits.clone()
     masked[0, 0] = -math.inf  # an ignored place whose logits are all -inf: still finite
     masked.requires_grad_(True)
@@ -508,6 +518,19 @@ def test_digit_ntl_bad_input() -> None:
 
 
 # ---------------------------------------------------------------------------------------------------- ntloss
+
+
+@pytest.mark.parametrize("squash", [1.5, 3.0, 9.0])
+def test_squash_matches_ntloss_on_uneven_values(squash) -> None:
+    """Values 0, 10, 20, 100 (smallest gap 10, not 1): the squashed scale equals the authors' package's."""
+    ntloss = pytest.importorskip("ntloss")
+    tokenizer = word_tokenizer(["a", "b", "0", "10", "20", "100"])
+    torch.manual_seed(0)
+    logits = torch.randn(2, 5, 6) * 3
+    labels = torch.tensor([[2, 3, 4, 5, 0], [5, 4, -100, 2, 3]])
+    theirs = ntloss.NTLoss(tokenizer, digit_level=False, reweigh=False, squash_factor=squash)
+    ours = NTLoss(tokenizer, "was", digit_level=False, squash_factor=squash)
+    torch.testing.assert_close(ours(logits, labels), theirs(logits, labels))
 
 
 @pytest.mark.parametrize(("kind", "squash"), [("was", None), ("was", 3.0), ("mse", None), ("mae", None)])
@@ -542,3 +565,92 @@ def test_overhead_benchmark_runs() -> None:
             assert set(res["median_s"]) == {"ce", "fused_ce", "fused_ce_ntl", "ce_plus_ntl"}
             assert res["ntl_work_s"] > 0 and res["ratio_ce_plus_ntl_work_vs_ce"] > 1
             assert all(v > 0 for v in res["median_s"].values())
+
+
+# ---------------------------------------------------------------------------------------------------- GCE form
+
+
+@pytest.mark.parametrize("form", ["replace", "add"])
+def test_gce_replaces_cross_entropy_at_digit_labels(form) -> None:
+    """NTL paper sec. 4.1.3: GCE *replaces* CE at number positions; gce_form="add" keeps CE + lambda * GCE."""
+    from numadapter.config import NumberAdapterConfig
+    from numadapter.tuner.loss import lm_terms
+
+    digit_ids = list(range(3, 13))  # token 3 + k is digit k; 0..2 are text
+    config = NumberAdapterConfig(
+        encoding="digits", ntl_weight=0.7, ntl_kind="gce", gce_form=form, digit_token_ids=digit_ids
+    )
+    torch.manual_seed(0)
+    logits = torch.randn(1, 4, 14, requires_grad=True)
+    labels = torch.tensor([[1, 3 + 4, 3 + 9, -100]])  # text, digit 4, digit 9, ignored
+    denom = torch.tensor(3.0)
+    ce, gce = lm_terms(config, logits, labels, denom)
+    # by hand: log p over the full vocabulary; eq. 7 target t_j ~ exp(-(j - y)^2 / (2 * 0.5^2)) over digits j
+    logp = logits.detach().log_softmax(-1)[0]
+    expected_gce = 0.0
+    for t, y in ((1, 4), (2, 9)):
+        weights = [math.exp(-((j - y) ** 2) / (2 * 0.5**2)) for j in range(10)]
+        expected_gce -= sum(w / sum(weights) * logp[t, 3 + j].item() for j, w in enumerate(weights))
+    ce_text = -logp[0, 1].item()
+    ce_digits = -logp[1, 7].item() - logp[2, 12].item()
+    expected_ce = ce_text if form == "replace" else ce_text + ce_digits
+    assert ce.item() == pytest.approx(expected_ce / 3, rel=1e-5)
+    assert gce.item() == pytest.approx(expected_gce / 3, rel=1e-5)
+    (ce + config.ntl_weight * gce).backward()
+    assert torch.isfinite(logits.grad).all()
+
+
+def test_gce_form_is_validated() -> None:
+    from numadapter.config import NumberAdapterConfig
+
+    with pytest.raises(ValueError, match=r"gce_form.*'replace', 'add'.*'sum'"):
+        NumberAdapterConfig(encoding="digits", gce_form="sum")
+
+
+# ---------------------------------------------------------------------------------------------------- number level
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_number_level_matches_ntloss(reduction) -> None:
+    """Whole-number NTL equals the authors' NumberLevelLoss (float_level=False, reweigh=False)."""
+    ntloss = pytest.importorskip("ntloss")
+    from numadapter.ntl import number_level_ntl
+
+    tokenizer = word_tokenizer(["a", "b", *"0123456789", ".", "c"])
+    torch.manual_seed(0)
+    logits = torch.randn(3, 9, 14) * 2
+    # numbers: 123 | 45 | 0 (alone) | 7 (row end); row 2: one 9-digit number; row 3: 1 and 7777 around "." / "c"
+    labels = torch.tensor(
+        [[0, 3, 4, 5, 12, 6, 7, -100, 9], [2, 3, 4, 5, 6, 7, 8, 9, 10], [11, 11, 0, 3, 13, 9, 9, 9, 9]]
+    )
+    theirs = ntloss.NumberLevelLoss(tokenizer, reweigh=False)
+    ours = number_level_ntl(logits, labels, list(range(2, 12)), reduction=reduction)
+    torch.testing.assert_close(ours, theirs(logits, labels, reduction=reduction))
+
+
+def test_number_level_by_hand() -> None:
+    from numadapter.ntl import number_level_ntl
+
+    # label "12": position 0 all on digit 1, position 1 half on 2 and half on 4 -> yhat = 10 * 1 + 3 = 13
+    logits = torch.full((1, 2, 10), -1e4)
+    logits[0, 0, 1] = 0.0
+    logits[0, 1, 2] = logits[0, 1, 4] = 0.0
+    loss = number_level_ntl(logits, torch.tensor([[1, 2]]), list(range(10)))
+    assert loss.item() == pytest.approx(1 / 25, rel=1e-5)  # |13 - 12| / (13 + 12)
+
+
+def test_number_level_from_the_config() -> None:
+    from numadapter.config import NumberAdapterConfig
+    from numadapter.ntl import number_level_ntl
+    from numadapter.tuner.loss import lm_terms
+
+    config = NumberAdapterConfig(
+        encoding="digits", ntl_weight=0.5, ntl_level="number", digit_token_ids=list(range(10))
+    )
+    torch.manual_seed(1)
+    logits = torch.randn(1, 4, 12)
+    labels = torch.tensor([[1, 2, 11, 3]])
+    _, ntl = lm_terms(config, logits, labels, torch.tensor(4.0))
+    assert ntl.item() == pytest.approx(number_level_ntl(logits, labels, list(range(10)), reduction="sum").item() / 4)
+    with pytest.raises(ValueError, match=r"ntl_level.*'number'.*fone.*ntl_level='token'"):
+        NumberAdapterConfig(encoding="fone", ntl_level="number")

@@ -8,11 +8,15 @@ import re
 import shlex
 
 import pytest
+import tiny
+import torch
 import yaml
 from transformers import Seq2SeqTrainingArguments
 from trl import SFTConfig
 
 from numadapter.config import NumberAdapterConfig
+from numadapter.encodings.xval import XValEmbedding
+from numadapter.heads.regression import RegressionHead
 from numadapter.recipe import (
     DataSettings,
     ModelSettings,
@@ -21,6 +25,7 @@ from numadapter.recipe import (
     parse_overrides,
     validate_recipe,
 )
+from numadapter.tokenization import NumberTokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ALL_YAML = sorted(glob.glob(os.path.join(ROOT, "recipes", "**", "*.yaml"), recursive=True))
@@ -190,3 +195,26 @@ def test_build_recipe_from_a_dict_matches_the_python_api():
     assert recipe.adapter == NumberAdapterConfig(encoding="digits", task_type="SEQ_2_SEQ_LM", ntl_weight=0.3, r=4)
     with pytest.raises(ValueError, match="has no `training` section"):
         build_recipe({"model": {"name_or_path": "m"}, "data": {"train": "t.jsonl"}, "adapter": {"r": 4}})
+
+
+def test_xval_recipe_carries_the_sign_in_the_value(tmp_path):
+    """xVal (paper): the sign is part of the value, so "-3.5" reaches the embedding and the head's target signed."""
+    config = load_recipe(os.path.join(ROOT, "recipes", "granite", "xval_lora.yaml")).adapter
+    assert config.encoding == "xval" and config.sign_policy == "feature"
+    ntok = NumberTokenizer(tiny.build_tokenizer("llama3", tmp_path / "tok"), config)
+    enc = ntok("it is -3.5 now", add_special_tokens=False)
+    t = enc["input_ids"].index(ntok.num_token_id)
+    assert "-" not in ntok.decode(enc["input_ids"][:t])  # the minus sign is inside [NUM], not a text token
+    value = enc["num_values"][t]
+    assert value == -3.5
+    # embedding: z = (x - center) / scale, written into the [NUM] row signed
+    z = (-3.5 - config.xval_center) / config.xval_scale
+    assert z < 0
+    embeds = torch.ones(1, 1, 4)
+    module = XValEmbedding(4, config, form="multiplicative")
+    out = module(embeds, torch.ones(1, 1), num_values=torch.tensor([[value]]))
+    torch.testing.assert_close(out, embeds * z)
+    # head: the regression target is the signed normalised value
+    head = RegressionHead(4, config)
+    target = head.normalize_targets(torch.tensor([value]))
+    assert target.item() == pytest.approx(z) and target.item() < 0

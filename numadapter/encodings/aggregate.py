@@ -10,6 +10,17 @@ Implements "How to Leverage Digit Embeddings to Represent Numbers?" (shared/pape
 - Section 4.2, equations 2-3: ``L_AUX = log2(||W(p) - W(l)||_2)`` between the aggregates of the predicted and the
   gold number, interpolated with cross-entropy: ``L = lam * L_CE + (1 - lam) * L_AUX``; footnote 2: a non-numeric
   prediction gets ``L_AUX = 20`` (`aggregate_loss`; `aggregate_aux_loss` gives ``L_AUX`` alone).
+
+Decimals (a known limitation, kept as the paper defines it): equation 1 is built for integers (the paper's
+Limitations: "it may not be compatible with decimals"). It sees only the digit string, not the decimal point:
+
+- [AGG] (`AggregateEmbedding`) reads a decimal as one run of significant digits, so 12.5, 125 and 1.25 (digits
+  1, 2, 5) get the *same* aggregate; the digit tokens after [AGG] (with the "." token) still tell them apart.
+- The auxiliary loss (`aggregate_aux_loss`) works on runs of digit tokens in the labels, and "." ends a run, so
+  "12.5" is scored as two numbers, "12" and "5", while [AGG] treats it as one three-digit number.
+
+Both are pinned by tests (``tests/test_aggregate.py``); use FoNE or xVal where decimals must be told apart by one
+token.
 """
 
 from __future__ import annotations

@@ -21,12 +21,13 @@ Kinds (``kind=``):
 Scale: distances are the raw token values, exactly as in eq. 1 and eq. 4 (no normalisation; the ``1/V`` of
 Algorithm A2, line 15, is a constant factor that only rescales lambda and is not applied). With multi-digit tokens
 (``digit_level=False``) values reach 999 and more, so NTL-WAS can be hundreds of times CE and NTL-MSE ~10^6.
-Section 4.5's remedy is ``squash_factor`` ``S`` (``kind="was"`` only): the cost of a wrong value at distance ``d``
-becomes ``c(d) = d_min + (d - d_min) * (S - 1) * d_min / (d_max - d_min)`` (``c(0) = 0``), where ``d_min`` /
-``d_max`` are the smallest non-zero / the largest distance between number values. The farthest wrong token then
-costs exactly ``S`` times the nearest one, and ``S`` moves linearly between plain NTL and CE as the paper describes:
-with digits, ``S = 9`` is plain NTL and ``S = 1`` a 0/1 cost (``1 - p~`` of the correct value). The paper gives
-only the ratio; this linear form is the one the authors' ``ntloss`` package shows on digits (compared in the tests).
+Section 4.5's remedy is ``squash_factor`` ``S > 1`` (``kind="was"`` only): the cost of a wrong value at distance
+``d`` becomes ``c(d) = 1 + (d - d_min) * (S - 1) / (d_max - d_min)`` (``c(0) = 0``), where ``d_min`` / ``d_max`` are
+the smallest non-zero / the largest distance between number values. The nearest wrong token costs 1 and the farthest
+exactly ``S``, so the squashed loss is in units of "nearest wrong values", whatever the spacing of the values
+(values 0, 10, 20, 100: the nearest wrong value costs 1, not 10). This is the authors' ``ntloss`` package's
+definition (``NTLoss(squash_factor=...)``, compared in the tests, including uneven spacing), which also requires
+``S > 1``; ``S`` moves between plain NTL (``S = 9`` on digits) and a cost close to CE's 0/1 cost as ``S -> 1``.
 
 ``reweigh=True`` (off by default, as in the paper's experiments): ``m`` is the probability the model puts on the
 number tokens (full softmax) and the loss becomes ``m * loss + (1 - m) * loss_worst``: mass outside the number
@@ -50,12 +51,14 @@ indexing). `cross_entropy_and_ntl` computes CE and NTL in one autograd node from
 gradient, adding NTL's ``[N, K]`` part in place: use it in trainers.
 
 Modules: `numadapter.ntl.vocab` (token -> value maps), `numadapter.ntl.value_loss` (the kinds), `numadapter.ntl.module`
-(`NTLoss`, `PlaceValueNTL`), `numadapter.ntl.fused` (`cross_entropy_and_ntl`), `numadapter.ntl.digit` (`digit_ntl`).
+(`NTLoss`, `PlaceValueNTL`), `numadapter.ntl.fused` (`cross_entropy_and_ntl`), `numadapter.ntl.digit` (`digit_ntl`),
+`numadapter.ntl.number_level` (`number_level_ntl`: whole-number NTL, as ntloss's ``NumberLevelLoss``).
 """
 
 from numadapter.ntl.digit import digit_ntl
 from numadapter.ntl.fused import cross_entropy_and_ntl
 from numadapter.ntl.module import NTLoss, PlaceValueNTL, place_weights_from_runs
+from numadapter.ntl.number_level import number_level_ntl
 from numadapter.ntl.value_loss import NumberValueLoss
 from numadapter.ntl.vocab import KINDS, PREFIX_GROUPS, REDUCTIONS, NumberVocab, number_vocab, parse_number_token
 
@@ -69,6 +72,7 @@ __all__ = [
     "PlaceValueNTL",
     "cross_entropy_and_ntl",
     "digit_ntl",
+    "number_level_ntl",
     "number_vocab",
     "parse_number_token",
     "place_weights_from_runs",

@@ -24,7 +24,8 @@ class NTLoss(nn.Module):
         kind: ``"was"`` (default), ``"was-cdf"``, ``"mse"``, ``"mae"``, ``"huber"`` or ``"gce"`` (module docstring).
         digit_level: only single digits are number tokens (default, the paper's recommendation); ``False`` also
             accepts multi-digit tokens ("123", "\u2581" / "\u0120"-prefixed).
-        squash_factor: cost ratio of the farthest to the nearest wrong value (``kind="was"`` only, section 4.5).
+        squash_factor: cost ratio ``> 1`` of the farthest to the nearest wrong value, which costs 1 (``kind="was"``
+            only, section 4.5; the ``ntloss`` package's scale, see the package docstring).
         reweigh: charge the probability mass outside the number tokens at the worst number's loss.
         sigma: Gaussian width of ``kind="gce"`` (eq. 7; the paper found 0.5 best).
         huber_delta: threshold of ``kind="huber"``.

@@ -57,13 +57,17 @@ class NumberValueLoss:
                     f"(squash_factor={squash_factor!r}); set squash_factor=None or kind='was'."
                 )
             _check_positive("squash_factor", squash_factor)
-            if squash_factor < 1:
-                raise ValueError(f"`squash_factor` must be >= 1 (1 = 0/1 cost), got {squash_factor!r}.")
+            if squash_factor <= 1:
+                raise ValueError(
+                    f"`squash_factor` must be > 1 (the cost ratio of the farthest to the nearest wrong value, as in "
+                    f"ntloss), got {squash_factor!r}: use e.g. 9 (plain NTL on digits), or plain cross-entropy "
+                    "(ntl_weight=0) for a 0/1 cost."
+                )
             d_min = min((b - a for a, b in zip(distinct, distinct[1:])), default=0)
             d_max = distinct[-1] - distinct[0]
             if d_max > d_min > 0:
-                self.squash = (float(d_min), (squash_factor - 1) * d_min / (d_max - d_min))
-            elif squash_factor != 1 and d_max > 0:
+                self.squash = (float(d_min), (squash_factor - 1) / (d_max - d_min))
+            elif d_max > 0:
                 raise ValueError(
                     f"`squash_factor`={squash_factor!r} needs at least three distinct number values to set a ratio; "
                     f"this vocabulary has {len(distinct)}. Use squash_factor=None."
@@ -97,7 +101,7 @@ class NumberValueLoss:
         if self.squash is None:
             return dist.float()
         d_min, slope = self.squash
-        return torch.where(dist > 0, d_min + (dist - d_min) * slope, 0.0).float()
+        return torch.where(dist > 0, 1.0 + (dist - d_min) * slope, 0.0).float()  # nearest wrong value costs 1
 
     def _regression(self, residual: Tensor) -> Tensor:
         if self.kind == "mse":

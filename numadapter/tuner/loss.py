@@ -2,7 +2,8 @@
 
 ``loss = CE + number_loss_weight * L_head + ntl_weight * L_NTL`` for ``fone`` / ``xval``, and
 ``loss = lambda * CE + (1 - lambda) * L_AUX + ntl_weight * L_NTL`` for ``digits`` (digit-aggregation paper eq. 3,
-``lambda = aggregate_loss_lambda``).
+``lambda = aggregate_loss_lambda``). With ``ntl_kind="gce"`` and ``gce_form="replace"`` (the default; NTL paper sec.
+4.1.3) CE leaves out the LM positions whose label is a digit token, where ``ntl_weight * GCE`` replaces it.
 
 Normalisation (gradient accumulation, DESIGN.md point 8): CE is the *sum* over scored tokens divided by ``N =
 num_items_in_batch`` when the trainer passes it (the scored-token count of the whole accumulated batch), else by the
@@ -166,13 +167,26 @@ def lm_terms(
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """CE, and NTL on the LM head's digit tokens when ``ntl_weight > 0`` (not for FoNE), both sums / `denom`.
 
-    With NTL, `numadapter.ntl.cross_entropy_and_ntl` computes both from one pass over the vocabulary.
+    With NTL, `numadapter.ntl.cross_entropy_and_ntl` computes both from one pass over the vocabulary. With
+    ``ntl_kind="gce"`` and ``gce_form="replace"`` (NTL paper, sec. 4.1.3) the CE leaves out the positions whose label
+    is a digit token, where GCE takes its place; `denom` still counts them (each is one scored token).
     """
     labels = labels.to(logits.device)
     if config.ntl_weight > 0 and config.encoding != "fone":
         from numadapter.ntl import NTLoss, cross_entropy_and_ntl
 
+        if config.ntl_level == "number":
+            from numadapter.ntl import number_level_ntl
+
+            summed = number_level_ntl(
+                logits, labels, config.digit_token_ids, reduction="sum", ignore_index=IGNORE_INDEX
+            )
+            return cross_entropy(logits, labels, denom), summed / denom
         ntl = NTLoss(_DigitVocab(config.digit_token_ids), kind=config.ntl_kind, reduction="sum").to(logits.device)
+        if config.ntl_kind == "gce" and config.gce_form == "replace":
+            digit_ids = torch.as_tensor(config.digit_token_ids, device=labels.device)
+            other = labels.masked_fill(torch.isin(labels, digit_ids), IGNORE_INDEX)  # CE off the digit labels
+            return cross_entropy(logits, other, denom), ntl(logits, labels) / denom
         ce_sum, ntl_sum = cross_entropy_and_ntl(logits, labels, ntl, ce_reduction="sum")
         return ce_sum / denom, ntl_sum / denom
     return cross_entropy(logits, labels, denom), None
