@@ -280,7 +280,9 @@ def wire_t5(model, ntok, mode: str, cross_scale: float) -> None:
     rotation_head(model.base_model.number_modules["default"].head, config.num_places, 1 if mode == "chain" else 0)
 
 
-WIRED = dict(sign_policy="text", fone_projection="pad", init_lora_weights=True, train_eos_row=False)  # hand-set rows
+WIRED = dict(
+    sign_policy="text", fone_projection="pad", init_lora_weights=True, train_eos_row=False, fone_head_target="digit"
+)  # hand-set rows, the paper's head
 
 
 @pytest.mark.parametrize("use_cache", [True, False])

@@ -72,7 +72,7 @@ def test_extra_number_tensor_is_refused(store, adapter_copy):
     [
         ("encoding", "xval"),
         ("fone_projection", "pad"),
-        ("fone_head_target", "feature"),
+        ("fone_head_target", "digit"),  # the default is "feature"
         ("fone_head_input", "slice"),
         ("resized_vocab_size", 999),
         ("num_token_id", 5),

@@ -144,11 +144,11 @@ def test_load_exported_checks_the_settings_stamp(exported, tmp_path):
     def edit(directory):
         file = os.path.join(directory, NUMBER_CONFIG_NAME)
         info = json.load(open(file))
-        info["number_config"]["fone_head_target"] = "feature"
+        info["number_config"]["fone_head_target"] = "digit"  # saved: the default, 'feature'
         json.dump(info, open(file, "w"))
 
     out = damaged_copy(exported, tmp_path, edit)
-    with pytest.raises(ValueError, match=r"fone_head_target: the config says 'feature', the saved tensors .* 'digit'"):
+    with pytest.raises(ValueError, match=r"fone_head_target: the config says 'digit', the saved tensors .* 'feature'"):
         load_exported(out)
 
 
