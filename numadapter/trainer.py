@@ -35,9 +35,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import numpy as np
 import torch
 from peft import PeftModel
-from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments, TrainerCallback
+from transformers import EvalPrediction, Seq2SeqTrainer, Seq2SeqTrainingArguments, TrainerCallback
+from transformers.trainer_utils import EvalLoopOutput, PredictionOutput
 from trl import SFTConfig, SFTTrainer
 
 from numadapter.callbacks import COMPONENTS, LossMeter, eval_prefix
@@ -106,6 +108,46 @@ def _map_datasets(datasets: Any, fn) -> Any:
     if isinstance(datasets, dict):
         return {name: fn(dataset) for name, dataset in datasets.items()}
     return fn(datasets)
+
+
+class NumberEvalPrediction(EvalPrediction):
+    """What a generating `compute_metrics` receives: transformers' `EvalPrediction` plus the decoded answers.
+
+    Attributes:
+        predictions: the generated token ids ``[N, L]`` (numpy, right-padded with -100; numbers are [NUM] ids).
+        label_ids: None (the references are given as text).
+        prompts: the eval set's ``prompt`` strings.
+        texts: the generated completions, numbers rendered by the number head (``numadapter.generate``'s
+            ``completions``).
+        numbers: per example, the generated numbers (`ExactNumber` for FoNE, float for xVal).
+        references: the eval set's ``completion`` strings.
+    """
+
+    def __init__(self, predictions, prompts, texts, numbers, references) -> None:
+        super().__init__(predictions=predictions, label_ids=None)
+        self.prompts, self.texts, self.numbers, self.references = prompts, texts, numbers, references
+
+
+class NumberPredictionOutput(PredictionOutput):
+    """`Trainer.predict`'s output when the trainer generates: ``texts``, ``numbers`` as in `NumberEvalPrediction`."""
+
+    texts: list[str]
+    numbers: list[list[Any]]
+
+
+GENERATION_OPTIONS = ("max_new_tokens", "max_length", "num_beams", "do_sample", "temperature", "top_k", "top_p")
+
+
+def _eval_texts(dataset: Any, why: str) -> tuple[list[str], list[str]]:
+    """The ``prompt`` and ``completion`` strings of a raw eval dataset (what generation needs)."""
+    columns = list(getattr(dataset, "column_names", None) or [])
+    if not {"prompt", "completion"} <= set(columns):
+        raise ValueError(
+            f"{why} generates an answer for every example's `prompt` and compares it with its `completion`, but the "
+            f"eval data has the columns {columns}: pass the eval data as prompt/completion strings (not prepared "
+            "with prepare_dataset), or use a compute_metrics without `generates`."
+        )
+    return [str(p) for p in dataset["prompt"]], [str(c) for c in dataset["completion"]]
 
 
 class _MeterStart(TrainerCallback):
@@ -223,6 +265,114 @@ class _NumberLossMixin:
             return loss, None, None
         return loss, outputs.logits.detach(), inputs.get("shift_labels", inputs["labels"])
 
+    # Generation during evaluate / predict (a `compute_metrics` with ``generates = True``, e.g.
+    # `numadapter.train.AnswerMetrics`, or ``predict_with_generate=True`` on NumberSeq2SeqTrainer).
+
+    def _generates(self) -> bool:
+        with_generate = getattr(self.args, "predict_with_generate", False)
+        return bool(with_generate or getattr(self.compute_metrics, "generates", False))
+
+    def _why_generate(self) -> str:
+        if getattr(self.compute_metrics, "generates", False):
+            return f"compute_metrics ({type(self.compute_metrics).__name__}, generates=True)"
+        return "predict_with_generate=True"
+
+    def _raw_eval(self, dataset: Any) -> Any:
+        """The raw (text) eval dataset behind `dataset`: itself, or the one given at construction (by name)."""
+        if dataset is None:
+            return self._raw_eval_dataset
+        if isinstance(dataset, str):
+            raw = self._raw_eval_dataset
+            return raw[dataset] if isinstance(raw, dict) and dataset in raw else None
+        return dataset
+
+    def _stash_eval_texts(self, dataset: Any) -> None:
+        self._pending_texts = None
+        raw = self._raw_eval(dataset)
+        if self._generates() and raw is not None and not isinstance(raw, dict):
+            self._pending_texts = _eval_texts(raw, self._why_generate())
+
+    def _generation_kwargs(self) -> dict[str, Any]:
+        """numadapter.generate's settings: the Seq2SeqTrainer's gen_kwargs, else the metric's, else 64 new tokens."""
+        given = {k: v for k, v in dict(getattr(self, "_gen_kwargs", None) or {}).items() if v is not None}
+        unknown = sorted(set(given) - set(GENERATION_OPTIONS))
+        if unknown:
+            raise ValueError(
+                f"Generation during evaluation takes {list(GENERATION_OPTIONS)}, got {unknown}: remove them "
+                "(numadapter's decode loop cannot run them)."
+            )
+        kwargs = {k: v for k, v in given.items() if k not in ("max_length", "max_new_tokens")}
+        max_new = given.get("max_new_tokens")
+        if max_new is None and given.get("max_length") is not None:
+            max_new = given["max_length"] - (1 if not self._causal else 0)  # T5 counts its decoder start token
+        if max_new is None:
+            max_new = getattr(self.compute_metrics, "max_new_tokens", None) or 64
+        kwargs["max_new_tokens"] = max_new
+        return kwargs
+
+    def evaluation_loop(self, dataloader, description, prediction_loss_only=None, ignore_keys=None,
+                        metric_key_prefix: str = "eval") -> EvalLoopOutput:  # fmt: skip
+        """Transformers' loop; when generating, the losses only, then `numadapter.generate` on the eval prompts.
+
+        The generated answers go to `compute_metrics` as a `NumberEvalPrediction` (texts, numbers, references) and
+        its results join the metrics under `metric_key_prefix`. Every process generates the whole eval set.
+        """
+        if not self._generates():
+            return super().evaluation_loop(dataloader, description, prediction_loss_only, ignore_keys,
+                                           metric_key_prefix)  # fmt: skip
+        texts = getattr(self, "_pending_texts", None)
+        if texts is None:
+            raise ValueError(
+                f"{self._why_generate()} needs the eval data as prompt/completion text: pass eval_dataset (a "
+                "Dataset with `prompt` and `completion` columns) to the trainer, evaluate() or predict()."
+            )
+        metric = self.compute_metrics
+        self.compute_metrics = None
+        try:
+            output = super().evaluation_loop(dataloader, description, True, ignore_keys, metric_key_prefix)
+        finally:
+            self.compute_metrics = metric
+        from numadapter.generation import generate
+
+        prompts, references = texts
+        self.model.eval()
+        batch_size = getattr(metric, "batch_size", None) or self.args.eval_batch_size
+        result = generate(self.model, self._number_tokenizer, prompts, return_dict=True, return_full_text=False,
+                          batch_size=batch_size, **self._generation_kwargs())  # fmt: skip
+        width = max((len(ids) for ids in result.token_ids), default=0)
+        ids = np.full((len(prompts), width), -100, dtype=np.int64)
+        for row, generated in enumerate(result.token_ids):
+            ids[row, : len(generated)] = generated
+        prediction = NumberEvalPrediction(ids, prompts, list(result.completions), list(result.numbers), references)
+        self._last_prediction = prediction
+        metrics = dict(output.metrics)
+        if metric is not None:
+            for key, value in metric(prediction).items():
+                metrics[key if key.startswith(f"{metric_key_prefix}_") else f"{metric_key_prefix}_{key}"] = value
+        return EvalLoopOutput(predictions=ids, label_ids=None, metrics=metrics, num_samples=output.num_samples)
+
+    def _evaluate_prepared(self, eval_dataset, run):
+        self._stash_eval_texts(eval_dataset)
+        prepared = _map_datasets(
+            eval_dataset, lambda d: prepare_dataset(d, self._number_tokenizer, **self._prepare_kwargs)
+        )
+        return run(prepared)
+
+    def predict(self, test_dataset, ignore_keys=None, metric_key_prefix: str = "test", **gen_kwargs):
+        """`Trainer.predict` on raw or prepared data; when generating, a `NumberPredictionOutput` (texts, numbers)."""
+        self._stash_eval_texts(test_dataset)
+        prepared = prepare_dataset(test_dataset, self._number_tokenizer, **self._prepare_kwargs)
+        self._last_prediction = None
+        if self._causal:  # Trainer.predict takes no gen_kwargs: they reach _generation_kwargs here
+            self._gen_kwargs, gen_kwargs = gen_kwargs, {}
+        output = super().predict(prepared, ignore_keys=ignore_keys, metric_key_prefix=metric_key_prefix, **gen_kwargs)
+        last = self._last_prediction
+        if last is None:
+            return output
+        result = NumberPredictionOutput(*output)
+        result.texts, result.numbers = last.texts, last.numbers
+        return result
+
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if "loss" in logs:
             logs.update(self._loss_meter.pop_train(self.state.global_step, self.accelerator.num_processes))
@@ -254,7 +404,13 @@ class NumberSFTTrainer(_NumberLossMixin, SafeCheckpointMixin, SFTTrainer):
             it and the number head at the prompt's last position is trained on it (the FoNE paper's format; the
             EOS after it is not trained); other examples of the batch stay sequences (`numadapter.answer_format`).
             Ignored when `data_collator` is given.
-        callbacks, optimizers, optimizer_cls_and_kwargs, compute_metrics, preprocess_logits_for_metrics: as in TRL.
+        compute_metrics: as in TRL (logits and labels), or one with ``generates = True`` such as
+            `numadapter.AnswerMetrics` (exact match and MAE of the answer number): ``evaluate`` / ``predict`` then
+            compute the loss, generate an answer for every ``prompt`` of the eval set (prompt/completion text) with
+            ``numadapter.generate`` (greedy, ``compute_metrics.max_new_tokens``, 64 by default) and call it with a
+            `NumberEvalPrediction` (``texts``, ``numbers``, ``prompts``, ``references``); ``predict`` returns a
+            `NumberPredictionOutput` with the texts and numbers.
+        callbacks, optimizers, optimizer_cls_and_kwargs, preprocess_logits_for_metrics: as in TRL.
     """
 
     _tag_names = ["trl", "sft", "numadapter"]
@@ -301,6 +457,9 @@ class NumberSFTTrainer(_NumberLossMixin, SafeCheckpointMixin, SFTTrainer):
             num_proc=args.dataset_num_proc,
         )
         self._number_tokenizer = ntok
+        self._raw_eval_dataset = eval_dataset  # the prompt/completion texts a generating compute_metrics needs
+        self._pending_texts = None
+        self._last_prediction = None
         train_dataset = prepare_dataset(train_dataset, ntok, **self._prepare_kwargs)
         eval_dataset = _map_datasets(eval_dataset, lambda d: prepare_dataset(d, ntok, **self._prepare_kwargs))
         if data_collator is None:
@@ -400,10 +559,13 @@ class NumberSFTTrainer(_NumberLossMixin, SafeCheckpointMixin, SFTTrainer):
         self._metrics[mode]["num_tokens"] = [self._total_train_tokens]
 
     def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval"):
-        eval_dataset = _map_datasets(
-            eval_dataset, lambda d: prepare_dataset(d, self._number_tokenizer, **self._prepare_kwargs)
+        self._gen_kwargs = {}
+        return self._evaluate_prepared(
+            eval_dataset,
+            lambda prepared: super(NumberSFTTrainer, self).evaluate(
+                prepared, ignore_keys=ignore_keys, metric_key_prefix=metric_key_prefix
+            ),
         )
-        return super().evaluate(eval_dataset, ignore_keys=ignore_keys, metric_key_prefix=metric_key_prefix)
 
 
 class NumberSeq2SeqTrainer(_NumberLossMixin, SafeCheckpointMixin, Seq2SeqTrainer):
@@ -411,8 +573,12 @@ class NumberSeq2SeqTrainer(_NumberLossMixin, SafeCheckpointMixin, Seq2SeqTrainer
 
     Args:
         model: a numadapter ``PeftModel`` around a ``T5ForConditionalGeneration``, or the base model + `peft_config`.
-        args: `Seq2SeqTrainingArguments` (``predict_with_generate`` is refused: use ``numadapter.generate``, which
-            decodes numbers; ``label_smoothing_factor`` is refused).
+        args: `Seq2SeqTrainingArguments` (``label_smoothing_factor`` is refused). ``predict_with_generate=True``
+            generates with ``numadapter.generate`` (the number head decodes every number) for each ``prompt`` of the
+            eval / test set (prompt/completion text) after the loss: ``predict`` returns a `NumberPredictionOutput`
+            (generated ids, ``texts``, ``numbers``), and `compute_metrics` gets a `NumberEvalPrediction`. The
+            length comes from ``generation_max_length`` / ``max_new_tokens=`` of ``evaluate`` and ``predict``;
+            ``generation_num_beams`` > 1 is refused (no beam search).
         data_collator: defaults to `NumberDataCollator.from_tokenizer(processing_class, seq2seq=True, ...)`.
         train_dataset, eval_dataset: ``prompt`` (source) + ``completion`` (target) strings, ``messages`` (the last
             message is the target), or data prepared with ``prepare_dataset(..., seq2seq=True)``.
@@ -423,7 +589,9 @@ class NumberSeq2SeqTrainer(_NumberLossMixin, SafeCheckpointMixin, Seq2SeqTrainer
         truncation_mode: ``"keep_start"`` or ``"keep_end"`` for sources.
         answer_format: ``"sequence"`` (default) or ``"head"``: a target that is one number is trained at the head
             without the EOS after it (see `NumberSFTTrainer`). Ignored when `data_collator` is given.
-        callbacks, optimizers, compute_metrics, preprocess_logits_for_metrics: as in transformers.
+        compute_metrics: as in transformers, or one with ``generates = True`` (`numadapter.AnswerMetrics`), which
+            generates as ``predict_with_generate=True`` does (see `NumberSFTTrainer`).
+        callbacks, optimizers, preprocess_logits_for_metrics: as in transformers.
     """
 
     _number_columns = SEQ2SEQ_COLUMNS
@@ -449,11 +617,6 @@ class NumberSeq2SeqTrainer(_NumberLossMixin, SafeCheckpointMixin, Seq2SeqTrainer
     ) -> None:
         if args is None:
             args = Seq2SeqTrainingArguments("numadapter-seq2seq")
-        if getattr(args, "predict_with_generate", False):
-            raise ValueError(
-                "predict_with_generate=True runs model.generate, which cannot decode numbers: set it to False and use "
-                "numadapter.generate for predictions."
-            )
         if args.label_smoothing_factor:
             raise ValueError(
                 f"label_smoothing_factor={args.label_smoothing_factor} is not applied by the number loss: set it to 0."
@@ -474,6 +637,9 @@ class NumberSeq2SeqTrainer(_NumberLossMixin, SafeCheckpointMixin, Seq2SeqTrainer
             max_target_length=max_target_length,
         )
         self._number_tokenizer = ntok
+        self._raw_eval_dataset = eval_dataset  # the prompt/completion texts a generating compute_metrics needs
+        self._pending_texts = None
+        self._last_prediction = None
         train_dataset = prepare_dataset(train_dataset, ntok, **self._prepare_kwargs)
         eval_dataset = _map_datasets(eval_dataset, lambda d: prepare_dataset(d, ntok, **self._prepare_kwargs))
         if data_collator is None:
@@ -501,9 +667,9 @@ class NumberSeq2SeqTrainer(_NumberLossMixin, SafeCheckpointMixin, Seq2SeqTrainer
         self._init_numbers()
 
     def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval", **gen_kwargs):
-        eval_dataset = _map_datasets(
-            eval_dataset, lambda d: prepare_dataset(d, self._number_tokenizer, **self._prepare_kwargs)
-        )
-        return super().evaluate(
-            eval_dataset=eval_dataset, ignore_keys=ignore_keys, metric_key_prefix=metric_key_prefix, **gen_kwargs
+        return self._evaluate_prepared(
+            eval_dataset,
+            lambda prepared: super(NumberSeq2SeqTrainer, self).evaluate(
+                eval_dataset=prepared, ignore_keys=ignore_keys, metric_key_prefix=metric_key_prefix, **gen_kwargs
+            ),
         )
