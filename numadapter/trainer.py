@@ -284,7 +284,7 @@ class _NumberLossMixin:
         if isinstance(dataset, str):
             raw = self._raw_eval_dataset
             return raw[dataset] if isinstance(raw, dict) and dataset in raw else None
-        return dataset
+        return self._raw_of_prepared.get(id(dataset), dataset)
 
     def _stash_eval_texts(self, dataset: Any) -> None:
         self._pending_texts = None
@@ -356,7 +356,12 @@ class _NumberLossMixin:
         prepared = _map_datasets(
             eval_dataset, lambda d: prepare_dataset(d, self._number_tokenizer, **self._prepare_kwargs)
         )
-        return run(prepared)
+        if isinstance(eval_dataset, dict):  # Trainer.evaluate calls evaluate again with each prepared dataset
+            self._raw_of_prepared = {id(prepared[name]): raw for name, raw in eval_dataset.items()}
+        try:
+            return run(prepared)
+        finally:
+            self._raw_of_prepared = {}
 
     def predict(self, test_dataset, ignore_keys=None, metric_key_prefix: str = "test", **gen_kwargs):
         """`Trainer.predict` on raw or prepared data; when generating, a `NumberPredictionOutput` (texts, numbers)."""
@@ -460,6 +465,7 @@ class NumberSFTTrainer(_NumberLossMixin, SafeCheckpointMixin, SFTTrainer):
         self._raw_eval_dataset = eval_dataset  # the prompt/completion texts a generating compute_metrics needs
         self._pending_texts = None
         self._last_prediction = None
+        self._raw_of_prepared: dict[int, Any] = {}
         train_dataset = prepare_dataset(train_dataset, ntok, **self._prepare_kwargs)
         eval_dataset = _map_datasets(eval_dataset, lambda d: prepare_dataset(d, ntok, **self._prepare_kwargs))
         if data_collator is None:
@@ -640,6 +646,7 @@ class NumberSeq2SeqTrainer(_NumberLossMixin, SafeCheckpointMixin, Seq2SeqTrainer
         self._raw_eval_dataset = eval_dataset  # the prompt/completion texts a generating compute_metrics needs
         self._pending_texts = None
         self._last_prediction = None
+        self._raw_of_prepared: dict[int, Any] = {}
         train_dataset = prepare_dataset(train_dataset, ntok, **self._prepare_kwargs)
         eval_dataset = _map_datasets(eval_dataset, lambda d: prepare_dataset(d, ntok, **self._prepare_kwargs))
         if data_collator is None:

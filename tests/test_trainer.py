@@ -549,6 +549,8 @@ def test_sft_answer_metrics_generate_for_the_eval_prompts(store, tmp_path):
     assert metrics["eval_exact_match"] == exact and metrics["eval_answered"] == answered
     assert math.isclose(metrics["eval_mae"], mae, rel_tol=1e-9)
     assert metrics["eval_examples"] == 6 and "eval_loss" in metrics and "eval_number_loss" in metrics
+    named = trainer.evaluate(eval_dataset={"sums": data})  # a dict of raw datasets: each generates under its name
+    assert named["eval_sums_exact_match"] == exact and named["eval_sums_answered"] == answered
 
 
 def test_generating_metrics_need_prompt_completion_text(store, tmp_path):
