@@ -43,7 +43,7 @@ from transformers.trainer_utils import EvalLoopOutput, PredictionOutput
 from trl import SFTConfig, SFTTrainer
 
 from numadapter.callbacks import COMPONENTS, LossMeter, eval_prefix
-from numadapter.collator import CAUSAL_COLUMNS, SEQ2SEQ_COLUMNS, NumberDataCollator
+from numadapter.collator import CAUSAL_COLUMNS, GROUP_FIELD, SEQ2SEQ_COLUMNS, NumberDataCollator
 from numadapter.config import NumberAdapterConfig
 from numadapter.data import detect_format, prepare_dataset
 from numadapter.data_checks import first_example
@@ -150,6 +150,65 @@ def _eval_texts(dataset: Any, why: str) -> tuple[list[str], list[str]]:
     return [str(p) for p in dataset["prompt"]], [str(c) for c in dataset["completion"]]
 
 
+PACK_COLUMN = "pack"
+
+
+def pack_examples(dataset: Any, max_length: int | None) -> Any:
+    """Prepared examples packed whole into rows of at most `max_length` tokens (best fit decreasing, as TRL's
+    ``packing_strategy="bfd"``): one row per pack, its examples kept as a list under ``"pack"`` (each with its own
+    number tensors, so no number crosses a boundary). An example longer than `max_length` gets a row alone."""
+    import datasets
+
+    lengths = [len(ids) for ids in dataset["input_ids"]]
+    limit = max_length or max(lengths, default=1)
+    bins: list[list[int]] = []
+    room: list[int] = []
+    for index in sorted(range(len(lengths)), key=lambda i: (-lengths[i], i)):
+        fits = [b for b in range(len(bins)) if room[b] >= lengths[index]]
+        if fits:
+            best = min(fits, key=lambda b: room[b])
+            bins[best].append(index)
+            room[best] -= lengths[index]
+        else:
+            bins.append([index])
+            room.append(limit - lengths[index])
+    return datasets.Dataset.from_dict({PACK_COLUMN: [[dataset[i] for i in sorted(b)] for b in bins]})
+
+
+class PackedCollator:
+    """Collates packed rows (`pack_examples`) padding-free: the examples of the whole batch in one row ``[1, T]``.
+
+    The examples are collated by `collator` (truncation, numbers, completion masking as unpacked), then every
+    row's real tokens are concatenated: ``position_ids`` restart at 0 for each example and no ``attention_mask`` is
+    passed, so transformers' attention keeps the examples apart (its packed-sequence mask); the first label of each
+    example is -100 (unpacked, nothing predicts it) and number groups are renumbered so they stay distinct.
+    """
+
+    def __init__(self, collator: Any) -> None:
+        self.collator = collator
+
+    def __call__(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        examples = [example for feature in features for example in feature[PACK_COLUMN]]
+        batch = dict(self.collator(examples))
+        if "shift_labels" in batch:
+            raise ValueError("packing=True cannot train answer_format='head' rows: use answer_format='sequence'.")
+        keep = batch.pop("attention_mask").bool()
+        labels = batch["labels"].clone()
+        labels[torch.arange(len(labels)), keep.int().argmax(1)] = -100  # each example's first real token
+        batch["labels"] = labels
+        if GROUP_FIELD in batch:
+            groups = batch[GROUP_FIELD].clone()
+            offsets = torch.cat([groups.new_zeros(1), groups.amax(1).cumsum(0)[:-1]])
+            batch[GROUP_FIELD] = torch.where(groups > 0, groups + offsets[:, None], groups)
+        out: dict[str, torch.Tensor] = {}
+        for key, value in batch.items():
+            if not (isinstance(value, torch.Tensor) and value.shape[:2] == keep.shape):
+                raise ValueError(f"packing=True cannot flatten the collator's {key!r}: use packing=False.")
+            out[key] = value[keep].unsqueeze(0)
+        out["position_ids"] = torch.cat([torch.arange(int(n)) for n in keep.sum(1)]).unsqueeze(0)
+        return out
+
+
 class _MeterStart(TrainerCallback):
     """Starts the component interval where the Trainer starts its loss interval (global_step, also on resume)."""
 
@@ -218,7 +277,7 @@ class _NumberLossMixin:
 
     def _set_signature_columns_if_needed(self) -> None:
         if self._signature_columns is None:
-            self._signature_columns = list(self._number_columns)
+            self._signature_columns = [*self._number_columns, "position_ids", PACK_COLUMN]
 
     def compute_loss(self, model, inputs, return_outputs: bool = False, num_items_in_batch=None):
         """The model's own loss (all components), normalised by `num_items_in_batch`; components go to the logs."""
@@ -248,7 +307,10 @@ class _NumberLossMixin:
                 factor /= self.current_gradient_accumulation_steps
             self._loss_meter.add_train(values, factor)
         else:
-            self._loss_meter.add_eval(values, inputs["input_ids"].shape[0])
+            rows = inputs["input_ids"].shape[0]
+            if "attention_mask" not in inputs and "position_ids" in inputs:  # packed: count the examples
+                rows = int(inputs["position_ids"].eq(0).sum())
+            self._loss_meter.add_eval(values, rows)
         self._batch_metrics(outputs, inputs)
         return (loss, outputs) if return_outputs else loss
 
@@ -351,11 +413,15 @@ class _NumberLossMixin:
                 metrics[key if key.startswith(f"{metric_key_prefix}_") else f"{metric_key_prefix}_{key}"] = value
         return EvalLoopOutput(predictions=ids, label_ids=None, metrics=metrics, num_samples=output.num_samples)
 
+    def _prepare_eval(self, dataset: Any) -> Any:
+        prepared = prepare_dataset(dataset, self._number_tokenizer, **self._prepare_kwargs)
+        if self._pack is not None and PACK_COLUMN not in prepared.column_names:
+            prepared = self._pack(prepared)
+        return prepared
+
     def _evaluate_prepared(self, eval_dataset, run):
         self._stash_eval_texts(eval_dataset)
-        prepared = _map_datasets(
-            eval_dataset, lambda d: prepare_dataset(d, self._number_tokenizer, **self._prepare_kwargs)
-        )
+        prepared = _map_datasets(eval_dataset, self._prepare_eval)
         if isinstance(eval_dataset, dict):  # Trainer.evaluate calls evaluate again with each prepared dataset
             self._raw_of_prepared = {id(prepared[name]): raw for name, raw in eval_dataset.items()}
         try:
@@ -366,7 +432,7 @@ class _NumberLossMixin:
     def predict(self, test_dataset, ignore_keys=None, metric_key_prefix: str = "test", **gen_kwargs):
         """`Trainer.predict` on raw or prepared data; when generating, a `NumberPredictionOutput` (texts, numbers)."""
         self._stash_eval_texts(test_dataset)
-        prepared = prepare_dataset(test_dataset, self._number_tokenizer, **self._prepare_kwargs)
+        prepared = self._prepare_eval(test_dataset)
         self._last_prediction = None
         if self._causal:  # Trainer.predict takes no gen_kwargs: they reach _generation_kwargs here
             self._gen_kwargs, gen_kwargs = gen_kwargs, {}
@@ -395,9 +461,13 @@ class NumberSFTTrainer(_NumberLossMixin, SafeCheckpointMixin, SFTTrainer):
         model: a numadapter ``PeftModel`` (`numadapter.get_peft_model`), or a base model with `peft_config`.
         args: an `SFTConfig`. Used: ``max_length`` / ``truncation_mode`` (a number the cut would split is dropped
             whole), ``completion_only_loss``, ``dataset_text_field``, ``dataset_num_proc``, ``pad_to_multiple_of``,
-            and every Trainer option. Refused: ``packing``, ``padding_free``, ``assistant_only_loss``,
-            ``loss_type`` other than ``"nll"``, ``label_smoothing_factor`` (the model computes the loss). Its
-            ``dataset_kwargs`` gets ``skip_prepare_dataset=True`` (the data is prepared here).
+            and every Trainer option. ``packing=True`` (``packing_strategy="bfd"``; ``eval_packing``) packs whole
+            examples into rows of ``max_length`` tokens (`pack_examples`) and collates each batch padding-free with
+            ``position_ids`` (`PackedCollator`): the number tensors travel with their examples and the losses equal
+            the unpacked ones. Refused: ``padding_free`` without packing, ``packing`` with ``answer_format="head"``
+            or another strategy, ``assistant_only_loss``, ``loss_type`` other than ``"nll"``,
+            ``label_smoothing_factor`` (the model computes the loss). Its ``dataset_kwargs`` gets
+            ``skip_prepare_dataset=True`` (the data is prepared here).
         data_collator: defaults to `NumberDataCollator.from_tokenizer(processing_class, ...)`.
         train_dataset, eval_dataset: text datasets (``text``, ``prompt``/``completion``, ``messages``) or data
             already prepared with `numadapter.data.prepare_dataset`.
@@ -466,6 +536,7 @@ class NumberSFTTrainer(_NumberLossMixin, SafeCheckpointMixin, SFTTrainer):
         self._pending_texts = None
         self._last_prediction = None
         self._raw_of_prepared: dict[int, Any] = {}
+        self._pack = None
         train_dataset = prepare_dataset(train_dataset, ntok, **self._prepare_kwargs)
         eval_dataset = _map_datasets(eval_dataset, lambda d: prepare_dataset(d, ntok, **self._prepare_kwargs))
         if data_collator is None:
@@ -477,9 +548,28 @@ class NumberSFTTrainer(_NumberLossMixin, SafeCheckpointMixin, SFTTrainer):
                 pad_to_multiple_of=multiple,
                 answer_format=answer_format,
             )
+        if args.packing:
+            if answer_format != "sequence":
+                raise ValueError(
+                    f"packing=True trains every example as a sequence, answer_format={answer_format!r} cuts examples "
+                    "before their answer: use one of them."
+                )
+            if args.packing_strategy != "bfd":
+                raise ValueError(
+                    f"NumberSFTTrainer packs whole examples (packing_strategy='bfd'), got {args.packing_strategy!r}, "
+                    "which cuts examples and the numbers in them: set packing_strategy='bfd'."
+                )
+            train_dataset = pack_examples(train_dataset, args.max_length)
+            data_collator = PackedCollator(data_collator)
+        if args.eval_packing if args.eval_packing is not None else args.packing:
+            self._pack = lambda d: pack_examples(d, args.max_length)
+            eval_dataset = _map_datasets(eval_dataset, self._pack)
+            if not args.packing:
+                data_collator = PackedCollator(data_collator)
         args.dataset_kwargs = {**(args.dataset_kwargs or {}), "skip_prepare_dataset": True}
         base = model.get_base_model()
         own_forward = base.__dict__.get("forward")
+        packing, args.packing = args.packing, False  # TRL refuses a custom collator with packing (padding-free)
         super().__init__(
             model=model,
             args=args,
@@ -493,6 +583,7 @@ class NumberSFTTrainer(_NumberLossMixin, SafeCheckpointMixin, SFTTrainer):
             compute_metrics=compute_metrics,
             preprocess_logits_for_metrics=preprocess_logits_for_metrics,
         )
+        args.packing = packing
         # TRL's fused LM head replaced the base model's forward; the number loss needs the real one.
         if own_forward is None:
             base.__dict__.pop("forward", None)
@@ -506,8 +597,7 @@ class NumberSFTTrainer(_NumberLossMixin, SafeCheckpointMixin, SFTTrainer):
     @staticmethod
     def _check_args(args: SFTConfig) -> None:
         refused = {
-            "packing": args.packing,
-            "padding_free": args.padding_free,
+            "padding_free": args.padding_free and not args.packing,
             "assistant_only_loss": args.assistant_only_loss,
         }
         for name, value in refused.items():
@@ -560,7 +650,9 @@ class NumberSFTTrainer(_NumberLossMixin, SafeCheckpointMixin, SFTTrainer):
             num_correct = self.accelerator.gather_for_metrics(correct.sum()).sum()
         self._metrics[mode]["mean_token_accuracy"].append((num_correct / num_valid).item() if num_valid > 0 else 0.0)
         if mode == "train":
-            tokens = self.accelerator.gather_for_metrics(inputs["attention_mask"].sum()).sum().item()
+            mask = inputs.get("attention_mask")
+            count = mask.sum() if mask is not None else torch.tensor(inputs["input_ids"].numel())
+            tokens = self.accelerator.gather_for_metrics(count).sum().item()
             self._total_train_tokens += tokens // self._tp_size
         self._metrics[mode]["num_tokens"] = [self._total_train_tokens]
 
@@ -647,6 +739,7 @@ class NumberSeq2SeqTrainer(_NumberLossMixin, SafeCheckpointMixin, Seq2SeqTrainer
         self._pending_texts = None
         self._last_prediction = None
         self._raw_of_prepared: dict[int, Any] = {}
+        self._pack = None
         train_dataset = prepare_dataset(train_dataset, ntok, **self._prepare_kwargs)
         eval_dataset = _map_datasets(eval_dataset, lambda d: prepare_dataset(d, ntok, **self._prepare_kwargs))
         if data_collator is None:

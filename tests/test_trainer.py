@@ -386,7 +386,8 @@ def test_peft_config_wraps_a_base_model(store, tmp_path):
     "overrides,match",
     [
         ({"completion_only_loss": True, "formatting": True}, "completion_only_loss=False"),
-        ({"packing": True}, "packing=False"),
+        ({"packing": True, "packing_strategy": "wrapped"}, "packing_strategy='bfd'"),
+        ({"packing": True, "answer_format": "head"}, "answer_format='head'"),
         ({"padding_free": True}, "padding_free=False"),
         ({"loss_type": "dft"}, "loss_type='nll'"),
         ({"label_smoothing_factor": 0.1}, "label_smoothing_factor"),
@@ -396,9 +397,10 @@ def test_unsupported_sft_settings_are_refused(store, tmp_path, overrides, match)
     model, ntok, _ = build(store, "llama", "fone")
     overrides = dict(overrides)
     formatting = (lambda example: example["prompt"]) if overrides.pop("formatting", False) else None
+    answer_format = overrides.pop("answer_format", "sequence")
     with pytest.raises(ValueError, match=match):
         NumberSFTTrainer(model=model, args=sft_args(tmp_path, **overrides), train_dataset=arithmetic(4),
-                         processing_class=ntok, formatting_func=formatting)  # fmt: skip
+                         processing_class=ntok, formatting_func=formatting, answer_format=answer_format)  # fmt: skip
 
 
 def test_bad_models_and_tokenizers_are_refused(store, tmp_path):
@@ -561,3 +563,28 @@ def test_generating_metrics_need_prompt_completion_text(store, tmp_path):
                                processing_class=ntok, compute_metrics=numadapter.AnswerMetrics())  # fmt: skip
     with pytest.raises(ValueError, match="prompt/completion"):
         trainer.evaluate(eval_dataset=messages)
+
+
+@pytest.mark.parametrize("encoding", ["fone", "xval", "digits"])
+@pytest.mark.parametrize("max_length", [64, 1024], ids=["several-packs", "one-pack"])
+@pytest.mark.parametrize("kind", ["prompt-completion", "text"])
+def test_packing_gives_the_unpacked_loss(store, tmp_path, encoding, max_length, kind):
+    data = arithmetic(8, 5)
+    if kind == "text":  # every token is trained: an example's first token must not be predicted from the last one
+        data = datasets.Dataset.from_dict({"text": [p + c for p, c in zip(data["prompt"], data["completion"])]})
+    logs = {}
+    for packing in (False, True):
+        model, ntok, _ = build(store, "llama", encoding)
+        no_dropout(model)
+        args = sft_args(tmp_path / str(packing), max_steps=1, per_device_train_batch_size=8, packing=packing,
+                        max_length=max_length, per_device_eval_batch_size=8)  # fmt: skip
+        trainer = NumberSFTTrainer(model=model, args=args, train_dataset=data, processing_class=ntok)
+        if packing:
+            packs = [len(row["pack"]) for row in trainer.train_dataset]
+            assert sum(packs) == 8 and (len(packs) > 1) == (max_length == 64), packs
+        evaluated = trainer.evaluate(eval_dataset=data)  # eval_packing follows packing: raw data is packed too
+        trainer.train()
+        logs[packing] = {**train_logs(trainer)[0], **evaluated}
+    for key in EXPECTED_COMPONENTS[encoding] | {"loss"}:
+        assert math.isclose(logs[True][key], logs[False][key], rel_tol=1e-5), (key, logs)
+        assert math.isclose(logs[True][f"eval_{key}"], logs[False][f"eval_{key}"], rel_tol=1e-5), (key, logs)
