@@ -36,12 +36,14 @@ from numadapter.mapping import get_peft_model
 from numadapter.ntl import NTLoss
 from numadapter.numbers import ExactNumber, NumberOutOfRangeError, NumberSpan, find_numbers
 from numadapter.tokenization import NumberTokenizer
+from numadapter.train import AnswerMetrics
 from numadapter.trainer import NumberSeq2SeqTrainer, NumberSFTTrainer
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AggregateEmbedding",
+    "AnswerMetrics",
     "ExactNumber",
     "FoNEDigitHead",
     "FoNEEmbedding",

@@ -11,7 +11,8 @@ importing this module stay fast.
   partitioned (``zero.Init``) unless accelerate's ``zero3_init_flag`` is false (`distributed.partition_at_load`) or
   the base is a T5 with an LM head of its own (v1.1 / Flan-T5; transformers would tie it to the embedding).
 - `evaluate`: generation on the evaluation set with `numadapter.generate`; `answer_metrics` compares the last number
-  of each generated answer with the last number of the reference (exact match and mean absolute error).
+  of each generated answer with the last number of the reference (exact match and mean absolute error);
+  `AnswerMetrics` is the same as a trainer's ``compute_metrics`` (the trainers generate the answers).
 - `export`: `numadapter.export.export_checkpoint` (offline merge of a saved adapter).
 """
 
@@ -21,6 +22,7 @@ import json
 import os
 from collections.abc import Callable, Sequence
 from decimal import Decimal
+from types import SimpleNamespace
 from typing import Any
 
 from numadapter.hub import check_model_sources, model_sources
@@ -165,6 +167,38 @@ def answer_metrics(predictions: Sequence[str], references: Sequence[str]) -> dic
     }
 
 
+class AnswerMetrics:
+    """A ready ``compute_metrics`` for `NumberSFTTrainer` / `NumberSeq2SeqTrainer`: `answer_metrics` of the answers.
+
+    ``generates = True`` tells the trainers to generate (``numadapter.generate``, greedy, the number head decoding
+    every number) an answer for each ``prompt`` of the eval set (prompt/completion text) during ``evaluate`` and
+    ``predict``, and to call this with a `numadapter.trainer.NumberEvalPrediction`; the result (``examples``,
+    ``answered``, ``exact_match``, ``mae`` of the last number against the ``completion``'s) is logged with the
+    eval loss (``eval_exact_match``, ...). ``numadapter eval`` computes its metrics with it too.
+
+    Args:
+        max_new_tokens: the most tokens generated per answer (a Seq2Seq ``generation_max_length`` or
+            ``evaluate(max_new_tokens=...)`` takes precedence).
+        batch_size: prompts per generate call (None: the trainer's eval batch size).
+    """
+
+    generates = True
+
+    def __init__(self, max_new_tokens: int = 64, batch_size: int | None = None) -> None:
+        self.max_new_tokens = max_new_tokens
+        self.batch_size = batch_size
+
+    def __call__(self, prediction: Any) -> dict[str, float | int]:
+        """`answer_metrics` of ``prediction.texts`` (generated answers) against ``prediction.references``."""
+        texts, references = getattr(prediction, "texts", None), getattr(prediction, "references", None)
+        if texts is None or references is None:
+            raise TypeError(
+                f"AnswerMetrics takes the generated answers (texts and references), got {type(prediction).__name__}: "
+                "pass it as compute_metrics to a numadapter trainer, which generates them."
+            )
+        return answer_metrics(texts, references)
+
+
 def generate_answers(
     model: Any, ntok: Any, prompts: Sequence[str], max_new_tokens: int, batch_size: int, progress: bool = True
 ) -> list[str]:
@@ -291,8 +325,9 @@ def _evaluate_model(model: Any, ntok: Any, dataset: Any, recipe: Recipe, print_f
     if settings.max_examples is not None and len(dataset) > settings.max_examples:
         dataset = dataset.select(range(settings.max_examples))
     prompts, references = _prompts_and_references(dataset)
-    predictions = generate_answers(model, ntok, prompts, settings.max_new_tokens, settings.batch_size)
-    metrics = answer_metrics(predictions, references)
+    metric = AnswerMetrics(settings.max_new_tokens, settings.batch_size)
+    predictions = generate_answers(model, ntok, prompts, metric.max_new_tokens, metric.batch_size)
+    metrics = metric(SimpleNamespace(texts=predictions, references=references))
     print_fn(
         f"eval: {metrics['examples']} examples, exact match {metrics['exact_match']:.1%}, mean absolute error "
         f"{metrics['mae']:.6g} ({metrics['answered']} answered with a number)"

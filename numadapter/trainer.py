@@ -35,13 +35,15 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import numpy as np
 import torch
 from peft import PeftModel
-from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments, TrainerCallback
+from transformers import EvalPrediction, Seq2SeqTrainer, Seq2SeqTrainingArguments, TrainerCallback
+from transformers.trainer_utils import EvalLoopOutput, PredictionOutput
 from trl import SFTConfig, SFTTrainer
 
 from numadapter.callbacks import COMPONENTS, LossMeter, eval_prefix
-from numadapter.collator import CAUSAL_COLUMNS, SEQ2SEQ_COLUMNS, NumberDataCollator
+from numadapter.collator import CAUSAL_COLUMNS, GROUP_FIELD, SEQ2SEQ_COLUMNS, NumberDataCollator
 from numadapter.config import NumberAdapterConfig
 from numadapter.data import detect_format, prepare_dataset
 from numadapter.data_checks import first_example
@@ -106,6 +108,105 @@ def _map_datasets(datasets: Any, fn) -> Any:
     if isinstance(datasets, dict):
         return {name: fn(dataset) for name, dataset in datasets.items()}
     return fn(datasets)
+
+
+class NumberEvalPrediction(EvalPrediction):
+    """What a generating `compute_metrics` receives: transformers' `EvalPrediction` plus the decoded answers.
+
+    Attributes:
+        predictions: the generated token ids ``[N, L]`` (numpy, right-padded with -100; numbers are [NUM] ids).
+        label_ids: None (the references are given as text).
+        prompts: the eval set's ``prompt`` strings.
+        texts: the generated completions, numbers rendered by the number head (``numadapter.generate``'s
+            ``completions``).
+        numbers: per example, the generated numbers (`ExactNumber` for FoNE, float for xVal).
+        references: the eval set's ``completion`` strings.
+    """
+
+    def __init__(self, predictions, prompts, texts, numbers, references) -> None:
+        super().__init__(predictions=predictions, label_ids=None)
+        self.prompts, self.texts, self.numbers, self.references = prompts, texts, numbers, references
+
+
+class NumberPredictionOutput(PredictionOutput):
+    """`Trainer.predict`'s output when the trainer generates: ``texts``, ``numbers`` as in `NumberEvalPrediction`."""
+
+    texts: list[str]
+    numbers: list[list[Any]]
+
+
+GENERATION_OPTIONS = ("max_new_tokens", "max_length", "num_beams", "do_sample", "temperature", "top_k", "top_p")
+
+
+def _eval_texts(dataset: Any, why: str) -> tuple[list[str], list[str]]:
+    """The ``prompt`` and ``completion`` strings of a raw eval dataset (what generation needs)."""
+    columns = list(getattr(dataset, "column_names", None) or [])
+    if not {"prompt", "completion"} <= set(columns):
+        raise ValueError(
+            f"{why} generates an answer for every example's `prompt` and compares it with its `completion`, but the "
+            f"eval data has the columns {columns}: pass the eval data as prompt/completion strings (not prepared "
+            "with prepare_dataset), or use a compute_metrics without `generates`."
+        )
+    return [str(p) for p in dataset["prompt"]], [str(c) for c in dataset["completion"]]
+
+
+PACK_COLUMN = "pack"
+
+
+def pack_examples(dataset: Any, max_length: int | None) -> Any:
+    """Prepared examples packed whole into rows of at most `max_length` tokens (best fit decreasing, as TRL's
+    ``packing_strategy="bfd"``): one row per pack, its examples kept as a list under ``"pack"`` (each with its own
+    number tensors, so no number crosses a boundary). An example longer than `max_length` gets a row alone."""
+    import datasets
+
+    lengths = [len(ids) for ids in dataset["input_ids"]]
+    limit = max_length or max(lengths, default=1)
+    bins: list[list[int]] = []
+    room: list[int] = []
+    for index in sorted(range(len(lengths)), key=lambda i: (-lengths[i], i)):
+        fits = [b for b in range(len(bins)) if room[b] >= lengths[index]]
+        if fits:
+            best = min(fits, key=lambda b: room[b])
+            bins[best].append(index)
+            room[best] -= lengths[index]
+        else:
+            bins.append([index])
+            room.append(limit - lengths[index])
+    return datasets.Dataset.from_dict({PACK_COLUMN: [[dataset[i] for i in sorted(b)] for b in bins]})
+
+
+class PackedCollator:
+    """Collates packed rows (`pack_examples`) padding-free: the examples of the whole batch in one row ``[1, T]``.
+
+    The examples are collated by `collator` (truncation, numbers, completion masking as unpacked), then every
+    row's real tokens are concatenated: ``position_ids`` restart at 0 for each example and no ``attention_mask`` is
+    passed, so transformers' attention keeps the examples apart (its packed-sequence mask); the first label of each
+    example is -100 (unpacked, nothing predicts it) and number groups are renumbered so they stay distinct.
+    """
+
+    def __init__(self, collator: Any) -> None:
+        self.collator = collator
+
+    def __call__(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        examples = [example for feature in features for example in feature[PACK_COLUMN]]
+        batch = dict(self.collator(examples))
+        if "shift_labels" in batch:
+            raise ValueError("packing=True cannot train answer_format='head' rows: use answer_format='sequence'.")
+        keep = batch.pop("attention_mask").bool()
+        labels = batch["labels"].clone()
+        labels[torch.arange(len(labels)), keep.int().argmax(1)] = -100  # each example's first real token
+        batch["labels"] = labels
+        if GROUP_FIELD in batch:
+            groups = batch[GROUP_FIELD].clone()
+            offsets = torch.cat([groups.new_zeros(1), groups.amax(1).cumsum(0)[:-1]])
+            batch[GROUP_FIELD] = torch.where(groups > 0, groups + offsets[:, None], groups)
+        out: dict[str, torch.Tensor] = {}
+        for key, value in batch.items():
+            if not (isinstance(value, torch.Tensor) and value.shape[:2] == keep.shape):
+                raise ValueError(f"packing=True cannot flatten the collator's {key!r}: use packing=False.")
+            out[key] = value[keep].unsqueeze(0)
+        out["position_ids"] = torch.cat([torch.arange(int(n)) for n in keep.sum(1)]).unsqueeze(0)
+        return out
 
 
 class _MeterStart(TrainerCallback):
@@ -176,7 +277,7 @@ class _NumberLossMixin:
 
     def _set_signature_columns_if_needed(self) -> None:
         if self._signature_columns is None:
-            self._signature_columns = list(self._number_columns)
+            self._signature_columns = [*self._number_columns, "position_ids", PACK_COLUMN]
 
     def compute_loss(self, model, inputs, return_outputs: bool = False, num_items_in_batch=None):
         """The model's own loss (all components), normalised by `num_items_in_batch`; components go to the logs."""
@@ -206,7 +307,10 @@ class _NumberLossMixin:
                 factor /= self.current_gradient_accumulation_steps
             self._loss_meter.add_train(values, factor)
         else:
-            self._loss_meter.add_eval(values, inputs["input_ids"].shape[0])
+            rows = inputs["input_ids"].shape[0]
+            if "attention_mask" not in inputs and "position_ids" in inputs:  # packed: count the examples
+                rows = int(inputs["position_ids"].eq(0).sum())
+            self._loss_meter.add_eval(values, rows)
         self._batch_metrics(outputs, inputs)
         return (loss, outputs) if return_outputs else loss
 
@@ -222,6 +326,123 @@ class _NumberLossMixin:
         if prediction_loss_only:
             return loss, None, None
         return loss, outputs.logits.detach(), inputs.get("shift_labels", inputs["labels"])
+
+    # Generation during evaluate / predict (a `compute_metrics` with ``generates = True``, e.g.
+    # `numadapter.train.AnswerMetrics`, or ``predict_with_generate=True`` on NumberSeq2SeqTrainer).
+
+    def _generates(self) -> bool:
+        with_generate = getattr(self.args, "predict_with_generate", False)
+        return bool(with_generate or getattr(self.compute_metrics, "generates", False))
+
+    def _why_generate(self) -> str:
+        if getattr(self.compute_metrics, "generates", False):
+            return f"compute_metrics ({type(self.compute_metrics).__name__}, generates=True)"
+        return "predict_with_generate=True"
+
+    def _raw_eval(self, dataset: Any) -> Any:
+        """The raw (text) eval dataset behind `dataset`: itself, or the one given at construction (by name)."""
+        if dataset is None:
+            return self._raw_eval_dataset
+        if isinstance(dataset, str):
+            raw = self._raw_eval_dataset
+            return raw[dataset] if isinstance(raw, dict) and dataset in raw else None
+        return self._raw_of_prepared.get(id(dataset), dataset)
+
+    def _stash_eval_texts(self, dataset: Any) -> None:
+        self._pending_texts = None
+        raw = self._raw_eval(dataset)
+        if self._generates() and raw is not None and not isinstance(raw, dict):
+            self._pending_texts = _eval_texts(raw, self._why_generate())
+
+    def _generation_kwargs(self) -> dict[str, Any]:
+        """numadapter.generate's settings: the Seq2SeqTrainer's gen_kwargs, else the metric's, else 64 new tokens."""
+        given = {k: v for k, v in dict(getattr(self, "_gen_kwargs", None) or {}).items() if v is not None}
+        unknown = sorted(set(given) - set(GENERATION_OPTIONS))
+        if unknown:
+            raise ValueError(
+                f"Generation during evaluation takes {list(GENERATION_OPTIONS)}, got {unknown}: remove them "
+                "(numadapter's decode loop cannot run them)."
+            )
+        kwargs = {k: v for k, v in given.items() if k not in ("max_length", "max_new_tokens")}
+        max_new = given.get("max_new_tokens")
+        if max_new is None and given.get("max_length") is not None:
+            max_new = given["max_length"] - (1 if not self._causal else 0)  # T5 counts its decoder start token
+        if max_new is None:
+            max_new = getattr(self.compute_metrics, "max_new_tokens", None) or 64
+        kwargs["max_new_tokens"] = max_new
+        return kwargs
+
+    def evaluation_loop(self, dataloader, description, prediction_loss_only=None, ignore_keys=None,
+                        metric_key_prefix: str = "eval") -> EvalLoopOutput:  # fmt: skip
+        """Transformers' loop; when generating, the losses only, then `numadapter.generate` on the eval prompts.
+
+        The generated answers go to `compute_metrics` as a `NumberEvalPrediction` (texts, numbers, references) and
+        its results join the metrics under `metric_key_prefix`. Every process generates the whole eval set.
+        """
+        if not self._generates():
+            return super().evaluation_loop(dataloader, description, prediction_loss_only, ignore_keys,
+                                           metric_key_prefix)  # fmt: skip
+        texts = getattr(self, "_pending_texts", None)
+        if texts is None:
+            raise ValueError(
+                f"{self._why_generate()} needs the eval data as prompt/completion text: pass eval_dataset (a "
+                "Dataset with `prompt` and `completion` columns) to the trainer, evaluate() or predict()."
+            )
+        metric = self.compute_metrics
+        self.compute_metrics = None
+        try:
+            output = super().evaluation_loop(dataloader, description, True, ignore_keys, metric_key_prefix)
+        finally:
+            self.compute_metrics = metric
+        from numadapter.generation import generate
+
+        prompts, references = texts
+        self.model.eval()
+        batch_size = getattr(metric, "batch_size", None) or self.args.eval_batch_size
+        result = generate(self.model, self._number_tokenizer, prompts, return_dict=True, return_full_text=False,
+                          batch_size=batch_size, **self._generation_kwargs())  # fmt: skip
+        width = max((len(ids) for ids in result.token_ids), default=0)
+        ids = np.full((len(prompts), width), -100, dtype=np.int64)
+        for row, generated in enumerate(result.token_ids):
+            ids[row, : len(generated)] = generated
+        prediction = NumberEvalPrediction(ids, prompts, list(result.completions), list(result.numbers), references)
+        self._last_prediction = prediction
+        metrics = dict(output.metrics)
+        if metric is not None:
+            for key, value in metric(prediction).items():
+                metrics[key if key.startswith(f"{metric_key_prefix}_") else f"{metric_key_prefix}_{key}"] = value
+        return EvalLoopOutput(predictions=ids, label_ids=None, metrics=metrics, num_samples=output.num_samples)
+
+    def _prepare_eval(self, dataset: Any) -> Any:
+        prepared = prepare_dataset(dataset, self._number_tokenizer, **self._prepare_kwargs)
+        if self._pack is not None and PACK_COLUMN not in prepared.column_names:
+            prepared = self._pack(prepared)
+        return prepared
+
+    def _evaluate_prepared(self, eval_dataset, run):
+        self._stash_eval_texts(eval_dataset)
+        prepared = _map_datasets(eval_dataset, self._prepare_eval)
+        if isinstance(eval_dataset, dict):  # Trainer.evaluate calls evaluate again with each prepared dataset
+            self._raw_of_prepared = {id(prepared[name]): raw for name, raw in eval_dataset.items()}
+        try:
+            return run(prepared)
+        finally:
+            self._raw_of_prepared = {}
+
+    def predict(self, test_dataset, ignore_keys=None, metric_key_prefix: str = "test", **gen_kwargs):
+        """`Trainer.predict` on raw or prepared data; when generating, a `NumberPredictionOutput` (texts, numbers)."""
+        self._stash_eval_texts(test_dataset)
+        prepared = self._prepare_eval(test_dataset)
+        self._last_prediction = None
+        if self._causal:  # Trainer.predict takes no gen_kwargs: they reach _generation_kwargs here
+            self._gen_kwargs, gen_kwargs = gen_kwargs, {}
+        output = super().predict(prepared, ignore_keys=ignore_keys, metric_key_prefix=metric_key_prefix, **gen_kwargs)
+        last = self._last_prediction
+        if last is None:
+            return output
+        result = NumberPredictionOutput(*output)
+        result.texts, result.numbers = last.texts, last.numbers
+        return result
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if "loss" in logs:
@@ -240,9 +461,13 @@ class NumberSFTTrainer(_NumberLossMixin, SafeCheckpointMixin, SFTTrainer):
         model: a numadapter ``PeftModel`` (`numadapter.get_peft_model`), or a base model with `peft_config`.
         args: an `SFTConfig`. Used: ``max_length`` / ``truncation_mode`` (a number the cut would split is dropped
             whole), ``completion_only_loss``, ``dataset_text_field``, ``dataset_num_proc``, ``pad_to_multiple_of``,
-            and every Trainer option. Refused: ``packing``, ``padding_free``, ``assistant_only_loss``,
-            ``loss_type`` other than ``"nll"``, ``label_smoothing_factor`` (the model computes the loss). Its
-            ``dataset_kwargs`` gets ``skip_prepare_dataset=True`` (the data is prepared here).
+            and every Trainer option. ``packing=True`` (``packing_strategy="bfd"``; ``eval_packing``) packs whole
+            examples into rows of ``max_length`` tokens (`pack_examples`) and collates each batch padding-free with
+            ``position_ids`` (`PackedCollator`): the number tensors travel with their examples and the losses equal
+            the unpacked ones. Refused: ``padding_free`` without packing, ``packing`` with ``answer_format="head"``
+            or another strategy, ``assistant_only_loss``, ``loss_type`` other than ``"nll"``,
+            ``label_smoothing_factor`` (the model computes the loss). Its ``dataset_kwargs`` gets
+            ``skip_prepare_dataset=True`` (the data is prepared here).
         data_collator: defaults to `NumberDataCollator.from_tokenizer(processing_class, ...)`.
         train_dataset, eval_dataset: text datasets (``text``, ``prompt``/``completion``, ``messages``) or data
             already prepared with `numadapter.data.prepare_dataset`.
@@ -254,7 +479,13 @@ class NumberSFTTrainer(_NumberLossMixin, SafeCheckpointMixin, SFTTrainer):
             it and the number head at the prompt's last position is trained on it (the FoNE paper's format; the
             EOS after it is not trained); other examples of the batch stay sequences (`numadapter.answer_format`).
             Ignored when `data_collator` is given.
-        callbacks, optimizers, optimizer_cls_and_kwargs, compute_metrics, preprocess_logits_for_metrics: as in TRL.
+        compute_metrics: as in TRL (logits and labels), or one with ``generates = True`` such as
+            `numadapter.AnswerMetrics` (exact match and MAE of the answer number): ``evaluate`` / ``predict`` then
+            compute the loss, generate an answer for every ``prompt`` of the eval set (prompt/completion text) with
+            ``numadapter.generate`` (greedy, ``compute_metrics.max_new_tokens``, 64 by default) and call it with a
+            `NumberEvalPrediction` (``texts``, ``numbers``, ``prompts``, ``references``); ``predict`` returns a
+            `NumberPredictionOutput` with the texts and numbers.
+        callbacks, optimizers, optimizer_cls_and_kwargs, preprocess_logits_for_metrics: as in TRL.
     """
 
     _tag_names = ["trl", "sft", "numadapter"]
@@ -301,6 +532,11 @@ class NumberSFTTrainer(_NumberLossMixin, SafeCheckpointMixin, SFTTrainer):
             num_proc=args.dataset_num_proc,
         )
         self._number_tokenizer = ntok
+        self._raw_eval_dataset = eval_dataset  # the prompt/completion texts a generating compute_metrics needs
+        self._pending_texts = None
+        self._last_prediction = None
+        self._raw_of_prepared: dict[int, Any] = {}
+        self._pack = None
         train_dataset = prepare_dataset(train_dataset, ntok, **self._prepare_kwargs)
         eval_dataset = _map_datasets(eval_dataset, lambda d: prepare_dataset(d, ntok, **self._prepare_kwargs))
         if data_collator is None:
@@ -312,9 +548,28 @@ class NumberSFTTrainer(_NumberLossMixin, SafeCheckpointMixin, SFTTrainer):
                 pad_to_multiple_of=multiple,
                 answer_format=answer_format,
             )
+        if args.packing:
+            if answer_format != "sequence":
+                raise ValueError(
+                    f"packing=True trains every example as a sequence, answer_format={answer_format!r} cuts examples "
+                    "before their answer: use one of them."
+                )
+            if args.packing_strategy != "bfd":
+                raise ValueError(
+                    f"NumberSFTTrainer packs whole examples (packing_strategy='bfd'), got {args.packing_strategy!r}, "
+                    "which cuts examples and the numbers in them: set packing_strategy='bfd'."
+                )
+            train_dataset = pack_examples(train_dataset, args.max_length)
+            data_collator = PackedCollator(data_collator)
+        if args.eval_packing if args.eval_packing is not None else args.packing:
+            self._pack = lambda d: pack_examples(d, args.max_length)
+            eval_dataset = _map_datasets(eval_dataset, self._pack)
+            if not args.packing:
+                data_collator = PackedCollator(data_collator)
         args.dataset_kwargs = {**(args.dataset_kwargs or {}), "skip_prepare_dataset": True}
         base = model.get_base_model()
         own_forward = base.__dict__.get("forward")
+        packing, args.packing = args.packing, False  # TRL refuses a custom collator with packing (padding-free)
         super().__init__(
             model=model,
             args=args,
@@ -328,6 +583,7 @@ class NumberSFTTrainer(_NumberLossMixin, SafeCheckpointMixin, SFTTrainer):
             compute_metrics=compute_metrics,
             preprocess_logits_for_metrics=preprocess_logits_for_metrics,
         )
+        args.packing = packing
         # TRL's fused LM head replaced the base model's forward; the number loss needs the real one.
         if own_forward is None:
             base.__dict__.pop("forward", None)
@@ -341,8 +597,7 @@ class NumberSFTTrainer(_NumberLossMixin, SafeCheckpointMixin, SFTTrainer):
     @staticmethod
     def _check_args(args: SFTConfig) -> None:
         refused = {
-            "packing": args.packing,
-            "padding_free": args.padding_free,
+            "padding_free": args.padding_free and not args.packing,
             "assistant_only_loss": args.assistant_only_loss,
         }
         for name, value in refused.items():
@@ -395,15 +650,20 @@ class NumberSFTTrainer(_NumberLossMixin, SafeCheckpointMixin, SFTTrainer):
             num_correct = self.accelerator.gather_for_metrics(correct.sum()).sum()
         self._metrics[mode]["mean_token_accuracy"].append((num_correct / num_valid).item() if num_valid > 0 else 0.0)
         if mode == "train":
-            tokens = self.accelerator.gather_for_metrics(inputs["attention_mask"].sum()).sum().item()
+            mask = inputs.get("attention_mask")
+            count = mask.sum() if mask is not None else torch.tensor(inputs["input_ids"].numel())
+            tokens = self.accelerator.gather_for_metrics(count).sum().item()
             self._total_train_tokens += tokens // self._tp_size
         self._metrics[mode]["num_tokens"] = [self._total_train_tokens]
 
     def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval"):
-        eval_dataset = _map_datasets(
-            eval_dataset, lambda d: prepare_dataset(d, self._number_tokenizer, **self._prepare_kwargs)
+        self._gen_kwargs = {}
+        return self._evaluate_prepared(
+            eval_dataset,
+            lambda prepared: super(NumberSFTTrainer, self).evaluate(
+                prepared, ignore_keys=ignore_keys, metric_key_prefix=metric_key_prefix
+            ),
         )
-        return super().evaluate(eval_dataset, ignore_keys=ignore_keys, metric_key_prefix=metric_key_prefix)
 
 
 class NumberSeq2SeqTrainer(_NumberLossMixin, SafeCheckpointMixin, Seq2SeqTrainer):
@@ -411,8 +671,12 @@ class NumberSeq2SeqTrainer(_NumberLossMixin, SafeCheckpointMixin, Seq2SeqTrainer
 
     Args:
         model: a numadapter ``PeftModel`` around a ``T5ForConditionalGeneration``, or the base model + `peft_config`.
-        args: `Seq2SeqTrainingArguments` (``predict_with_generate`` is refused: use ``numadapter.generate``, which
-            decodes numbers; ``label_smoothing_factor`` is refused).
+        args: `Seq2SeqTrainingArguments` (``label_smoothing_factor`` is refused). ``predict_with_generate=True``
+            generates with ``numadapter.generate`` (the number head decodes every number) for each ``prompt`` of the
+            eval / test set (prompt/completion text) after the loss: ``predict`` returns a `NumberPredictionOutput`
+            (generated ids, ``texts``, ``numbers``), and `compute_metrics` gets a `NumberEvalPrediction`. The
+            length comes from ``generation_max_length`` / ``max_new_tokens=`` of ``evaluate`` and ``predict``;
+            ``generation_num_beams`` > 1 is refused (no beam search).
         data_collator: defaults to `NumberDataCollator.from_tokenizer(processing_class, seq2seq=True, ...)`.
         train_dataset, eval_dataset: ``prompt`` (source) + ``completion`` (target) strings, ``messages`` (the last
             message is the target), or data prepared with ``prepare_dataset(..., seq2seq=True)``.
@@ -423,7 +687,9 @@ class NumberSeq2SeqTrainer(_NumberLossMixin, SafeCheckpointMixin, Seq2SeqTrainer
         truncation_mode: ``"keep_start"`` or ``"keep_end"`` for sources.
         answer_format: ``"sequence"`` (default) or ``"head"``: a target that is one number is trained at the head
             without the EOS after it (see `NumberSFTTrainer`). Ignored when `data_collator` is given.
-        callbacks, optimizers, compute_metrics, preprocess_logits_for_metrics: as in transformers.
+        compute_metrics: as in transformers, or one with ``generates = True`` (`numadapter.AnswerMetrics`), which
+            generates as ``predict_with_generate=True`` does (see `NumberSFTTrainer`).
+        callbacks, optimizers, preprocess_logits_for_metrics: as in transformers.
     """
 
     _number_columns = SEQ2SEQ_COLUMNS
@@ -449,11 +715,6 @@ class NumberSeq2SeqTrainer(_NumberLossMixin, SafeCheckpointMixin, Seq2SeqTrainer
     ) -> None:
         if args is None:
             args = Seq2SeqTrainingArguments("numadapter-seq2seq")
-        if getattr(args, "predict_with_generate", False):
-            raise ValueError(
-                "predict_with_generate=True runs model.generate, which cannot decode numbers: set it to False and use "
-                "numadapter.generate for predictions."
-            )
         if args.label_smoothing_factor:
             raise ValueError(
                 f"label_smoothing_factor={args.label_smoothing_factor} is not applied by the number loss: set it to 0."
@@ -474,6 +735,11 @@ class NumberSeq2SeqTrainer(_NumberLossMixin, SafeCheckpointMixin, Seq2SeqTrainer
             max_target_length=max_target_length,
         )
         self._number_tokenizer = ntok
+        self._raw_eval_dataset = eval_dataset  # the prompt/completion texts a generating compute_metrics needs
+        self._pending_texts = None
+        self._last_prediction = None
+        self._raw_of_prepared: dict[int, Any] = {}
+        self._pack = None
         train_dataset = prepare_dataset(train_dataset, ntok, **self._prepare_kwargs)
         eval_dataset = _map_datasets(eval_dataset, lambda d: prepare_dataset(d, ntok, **self._prepare_kwargs))
         if data_collator is None:
@@ -501,9 +767,9 @@ class NumberSeq2SeqTrainer(_NumberLossMixin, SafeCheckpointMixin, Seq2SeqTrainer
         self._init_numbers()
 
     def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval", **gen_kwargs):
-        eval_dataset = _map_datasets(
-            eval_dataset, lambda d: prepare_dataset(d, self._number_tokenizer, **self._prepare_kwargs)
-        )
-        return super().evaluate(
-            eval_dataset=eval_dataset, ignore_keys=ignore_keys, metric_key_prefix=metric_key_prefix, **gen_kwargs
+        return self._evaluate_prepared(
+            eval_dataset,
+            lambda prepared: super(NumberSeq2SeqTrainer, self).evaluate(
+                eval_dataset=prepared, ignore_keys=ignore_keys, metric_key_prefix=metric_key_prefix, **gen_kwargs
+            ),
         )

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import torch
 
+from numadapter.generation import numbers_of
 from numadapter.toy import build_tokenizer
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -62,3 +63,29 @@ def test_quick_start_has_exactly_the_two_commands_ci_runs():
     ci = (README.parent / ".ci" / "run").read_text()
     test_command = commands[1].split("#")[0].strip()
     assert test_command in ci
+
+
+def test_chat_block_trains_on_messages_and_generates_numbers(capsys):
+    adapter, chat_block = _python_blocks()[1], next(b for b in _python_blocks() if "apply_chat_template" in b)
+    assert "messages" in chat_block and "NumberSFTTrainer" in chat_block and "model.generate" in chat_block
+    namespace: dict = {}
+    exec(compile(adapter, str(README), "exec"), namespace)
+    exec(compile(chat_block, str(README), "exec"), namespace)
+    ntok, model, inputs, reply = namespace["ntok"], namespace["model"], namespace["inputs"], namespace["reply"]
+    text = ntok.apply_chat_template(namespace["chat"], tokenize=False, add_generation_prompt=True)
+    assert text == "user: What is 12 + 30?\nassistant:"
+    assert inputs["number_texts"] == [["12", "30"]]  # numbers in: two [NUM] in the encoded conversation
+    assert inputs["input_ids"][0].tolist().count(ntok.num_token_id) == 2
+    plain = ntok(text, add_special_tokens=False, return_tensors="pt")  # the template's text encoded directly
+    again = model.generate(**plain, max_new_tokens=4)
+    assert torch.equal(again, reply)
+    generated = numbers_of(reply).numbers[0]
+    assert generated, f"the chat model wrote no number: {ntok.batch_decode(reply)}"  # numbers out
+    start = inputs["input_ids"].shape[1]
+    new = reply[0, start:].tolist()
+    assert new.count(ntok.num_token_id) == len(generated)
+    shown = ntok.batch_decode(reply[:, start:])
+    pieces = [ntok.tokenizer.decode([t]) for t in new]
+    by_hand = "".join(str(generated.pop(0)) if t == ntok.num_token_id else p for t, p in zip(new, pieces))
+    assert shown == [by_hand] and ntok.config.num_token not in shown[0]
+    assert str(shown) in capsys.readouterr().out

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import collections
 import json
 import math
 import os
 import pickle
 import random
+import re
 
 import datasets
 import pytest
 import torch
 from adapter_cases import Store
 from safetensors.torch import load_file
+from test_generation import output_rows
 from transformers import Seq2SeqTrainingArguments, TrainerCallback
 from trl import SFTConfig
 
+import numadapter
 from numadapter.config import NumberAdapterConfig
 from numadapter.mapping import get_peft_model
 from numadapter.tokenization import NumberTokenizer
@@ -382,7 +386,8 @@ def test_peft_config_wraps_a_base_model(store, tmp_path):
     "overrides,match",
     [
         ({"completion_only_loss": True, "formatting": True}, "completion_only_loss=False"),
-        ({"packing": True}, "packing=False"),
+        ({"packing": True, "packing_strategy": "wrapped"}, "packing_strategy='bfd'"),
+        ({"packing": True, "answer_format": "head"}, "answer_format='head'"),
         ({"padding_free": True}, "padding_free=False"),
         ({"loss_type": "dft"}, "loss_type='nll'"),
         ({"label_smoothing_factor": 0.1}, "label_smoothing_factor"),
@@ -392,9 +397,10 @@ def test_unsupported_sft_settings_are_refused(store, tmp_path, overrides, match)
     model, ntok, _ = build(store, "llama", "fone")
     overrides = dict(overrides)
     formatting = (lambda example: example["prompt"]) if overrides.pop("formatting", False) else None
+    answer_format = overrides.pop("answer_format", "sequence")
     with pytest.raises(ValueError, match=match):
         NumberSFTTrainer(model=model, args=sft_args(tmp_path, **overrides), train_dataset=arithmetic(4),
-                         processing_class=ntok, formatting_func=formatting)  # fmt: skip
+                         processing_class=ntok, formatting_func=formatting, answer_format=answer_format)  # fmt: skip
 
 
 def test_bad_models_and_tokenizers_are_refused(store, tmp_path):
@@ -409,9 +415,10 @@ def test_bad_models_and_tokenizers_are_refused(store, tmp_path):
     with pytest.raises(ValueError, match="processing_class"):
         NumberSFTTrainer(model=model, args=args, train_dataset=arithmetic(4))
     t5, t5_tok, _ = build(store, "t5", "fone")
-    with pytest.raises(ValueError, match="predict_with_generate"):
-        NumberSeq2SeqTrainer(model=t5, args=seq2seq_args(tmp_path, predict_with_generate=True),
-                             train_dataset=arithmetic(4), processing_class=t5_tok)  # fmt: skip
+    trainer = NumberSeq2SeqTrainer(model=t5, args=seq2seq_args(tmp_path, predict_with_generate=True),
+                                   train_dataset=arithmetic(4), processing_class=t5_tok)  # fmt: skip
+    with pytest.raises(ValueError, match="prompt/completion"):  # prepared data has no prompt text to generate for
+        trainer.predict(trainer.train_dataset)
     with pytest.raises(TypeError, match="NumberSFTTrainer for causal"):
         NumberSeq2SeqTrainer(model=model, args=seq2seq_args(tmp_path), train_dataset=arithmetic(4),
                              processing_class=ntok)  # fmt: skip
@@ -463,3 +470,121 @@ def test_plain_sft_trainer_on_a_number_model_names_number_sft_trainer(store, tmp
     with pytest.raises(TypeError, match=r"plain trl\.SFTTrainer.*numadapter\.NumberSFTTrainer\(") as info:
         trainer.train()
     assert "not subscriptable" not in str(info.value)
+
+
+def sums(n: int, seed: int = 0) -> datasets.Dataset:
+    """Prompts whose completion is the number alone: a few steps teach a tiny model to answer with [NUM]."""
+    rows = arithmetic(n, seed).to_list()
+    return datasets.Dataset.from_list([{**r, "completion": " " + r["completion"].split()[-1][:-1]} for r in rows])
+
+
+def make_it_answer_with_numbers(model, ntok, prompts: list[str]) -> None:
+    """Sets the [NUM] output row to a multiple of the most generated token's row until some answer holds a number
+    (a negative multiple too: that token's logit may be below 0)."""
+    out = numadapter.generate(model, ntok, prompts, max_new_tokens=6, return_dict=True)
+    common = collections.Counter(t for ids in out.token_ids for t in ids).most_common(1)[0][0]
+    row = model.base_model.model.get_output_embeddings().weight[common].detach().clone()
+    for scale in (1.5, 3.0, 0.0, -1.0, -3.0):
+        with torch.no_grad():
+            output_rows(model)[0] = row * scale
+        if any(numadapter.generate(model, ntok, prompts, max_new_tokens=6, return_dict=True).numbers):
+            return
+
+
+def answer_scores(texts: list[str], references: list[str]) -> tuple[float, float, int]:
+    """Exact match and MAE of the last number, by hand (a regex, not numadapter's parser)."""
+    correct, errors, answered = 0, [], 0
+    for text, reference in zip(texts, references):
+        want = float(re.findall(r"-?\d+(?:\.\d+)?", reference)[-1])
+        found = re.findall(r"-?\d+(?:\.\d+)?", text)
+        if not found:
+            continue
+        answered += 1
+        correct += float(found[-1]) == want
+        errors.append(abs(float(found[-1]) - want))
+    return correct / len(texts), (sum(errors) / len(errors) if errors else math.nan), answered
+
+
+def test_seq2seq_predict_with_generate_gives_numadapter_generate_answers(store, tmp_path):
+    model, ntok, _ = build(store, "t5", "fone", seed=1)
+    args = seq2seq_args(tmp_path, max_steps=12, predict_with_generate=True, per_device_eval_batch_size=3)
+    data = sums(6, 3)
+    trainer = NumberSeq2SeqTrainer(model=model, args=args, train_dataset=sums(16), eval_dataset=data,
+                                   processing_class=ntok, compute_metrics=numadapter.AnswerMetrics())  # fmt: skip
+    trainer.train()
+    make_it_answer_with_numbers(model, ntok, list(data["prompt"]))  # the [NUM] row pushed up: numbers get generated
+    out = trainer.predict(data, max_new_tokens=6)
+    expected = numadapter.generate(model, ntok, list(data["prompt"]), max_new_tokens=6, return_dict=True)
+    assert out.texts == expected.completions and out.numbers == expected.numbers
+    assert any(expected.numbers), "the trained T5 generates no number: the comparison would not test the numbers"
+    for row, ids in zip(out.predictions.tolist(), expected.token_ids):
+        assert row[: len(ids)] == ids and set(row[len(ids) :]) <= {-100}
+    exact, mae, answered = answer_scores(expected.completions, list(data["completion"]))
+    assert out.metrics["test_exact_match"] == exact and out.metrics["test_answered"] == answered
+    assert answered > 0 and math.isclose(out.metrics["test_mae"], mae, rel_tol=1e-9)
+    metrics = trainer.evaluate(max_new_tokens=6)  # evaluate generates too, with the loss
+    assert metrics["eval_exact_match"] == exact and "eval_loss" in metrics
+
+
+def test_sft_answer_metrics_generate_for_the_eval_prompts(store, tmp_path):
+    model, ntok, _ = build(store, "llama", "fone", seed=1)
+    data = sums(6, 3)
+    seen = []
+
+    def recording(prediction):
+        seen.append(prediction)
+        return numadapter.AnswerMetrics()(prediction)
+
+    recording.generates, recording.max_new_tokens = True, 6
+    trainer = NumberSFTTrainer(model=model, args=sft_args(tmp_path, max_steps=12, per_device_eval_batch_size=4),
+                               train_dataset=sums(16), eval_dataset=data, processing_class=ntok,
+                               compute_metrics=recording)  # fmt: skip
+    trainer.train()
+    make_it_answer_with_numbers(model, ntok, list(data["prompt"]))
+    metrics = trainer.evaluate()
+    expected = numadapter.generate(model, ntok, list(data["prompt"]), max_new_tokens=6, return_dict=True)
+    (prediction,) = seen
+    assert prediction.texts == expected.completions and prediction.numbers == expected.numbers
+    assert prediction.prompts == list(data["prompt"]) and prediction.references == list(data["completion"])
+    exact, mae, answered = answer_scores(expected.completions, list(data["completion"]))
+    assert answered > 0, f"no generated answer holds a number ({expected.completions}): nothing is compared"
+    assert metrics["eval_exact_match"] == exact and metrics["eval_answered"] == answered
+    assert math.isclose(metrics["eval_mae"], mae, rel_tol=1e-9)
+    assert metrics["eval_examples"] == 6 and "eval_loss" in metrics and "eval_number_loss" in metrics
+    named = trainer.evaluate(eval_dataset={"sums": data})  # a dict of raw datasets: each generates under its name
+    assert named["eval_sums_exact_match"] == exact and named["eval_sums_answered"] == answered
+
+
+def test_generating_metrics_need_prompt_completion_text(store, tmp_path):
+    model, ntok, _ = build(store, "llama", "fone")
+    messages = datasets.Dataset.from_list([{"messages": [{"role": "user", "content": "1 + 2?"},
+                                                         {"role": "assistant", "content": "3"}]}] * 2)  # fmt: skip
+    trainer = NumberSFTTrainer(model=model, args=sft_args(tmp_path, max_steps=1), train_dataset=arithmetic(4),
+                               processing_class=ntok, compute_metrics=numadapter.AnswerMetrics())  # fmt: skip
+    with pytest.raises(ValueError, match="prompt/completion"):
+        trainer.evaluate(eval_dataset=messages)
+
+
+@pytest.mark.parametrize("encoding", ["fone", "xval", "digits"])
+@pytest.mark.parametrize("max_length", [64, 1024], ids=["several-packs", "one-pack"])
+@pytest.mark.parametrize("kind", ["prompt-completion", "text"])
+def test_packing_gives_the_unpacked_loss(store, tmp_path, encoding, max_length, kind):
+    data = arithmetic(8, 5)
+    if kind == "text":  # every token is trained: an example's first token must not be predicted from the last one
+        data = datasets.Dataset.from_dict({"text": [p + c for p, c in zip(data["prompt"], data["completion"])]})
+    logs = {}
+    for packing in (False, True):
+        model, ntok, _ = build(store, "llama", encoding)
+        no_dropout(model)
+        args = sft_args(tmp_path / str(packing), max_steps=1, per_device_train_batch_size=8, packing=packing,
+                        max_length=max_length, per_device_eval_batch_size=8)  # fmt: skip
+        trainer = NumberSFTTrainer(model=model, args=args, train_dataset=data, processing_class=ntok)
+        if packing:
+            packs = [len(row["pack"]) for row in trainer.train_dataset]
+            assert sum(packs) == 8 and (len(packs) > 1) == (max_length == 64), packs
+        evaluated = trainer.evaluate(eval_dataset=data)  # eval_packing follows packing: raw data is packed too
+        trainer.train()
+        logs[packing] = {**train_logs(trainer)[0], **evaluated}
+    for key in EXPECTED_COMPONENTS[encoding] | {"loss"}:
+        assert math.isclose(logs[True][key], logs[False][key], rel_tol=1e-5), (key, logs)
+        assert math.isclose(logs[True][f"eval_{key}"], logs[False][f"eval_{key}"], rel_tol=1e-5), (key, logs)
