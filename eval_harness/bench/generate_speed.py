@@ -11,6 +11,9 @@ run produces exactly the same number of tokens), text in and text out on every s
   ``numadapter / hf_adapted`` is the cost of numadapter's loop itself; the target is <= 1.05.
 - ``hf_base``: the same on the base model without any adapter. ``numadapter / hf_base`` adds what the adapter costs
   per token (LoRA matmuls, the [NUM] embedding / LM-head rows), which is not the loop's doing.
+- ``model_generate``: ``adapted.generate(**ntok(prompts, ...))`` + ``ntok.batch_decode``: the Hugging Face habit on
+  the adapted model, which runs numadapter's number-aware loop. ``model_generate / hf_base`` is what a user of
+  ``model.generate`` pays per token for the adapter and the loop (issue target: <= 1.05).
 - ``numadapter_merged``: ``generate`` on a copy of the adapted model after ``merge_adapter()`` (LoRA and the [NUM]
   rows folded into the base weights, as for deployment; the number hooks stay). ``numadapter_merged / hf_base`` is
   numadapter's whole per-token overhead over plain transformers generation with the adapter's weights merged.
@@ -48,7 +51,7 @@ PROMPTS = [
     "Henry received a ticket from the store in Tokyo after",
     "It",
 ]
-SIDES = ("numadapter", "hf_adapted", "hf_base", "numadapter_merged")
+SIDES = ("numadapter", "hf_adapted", "hf_base", "numadapter_merged", "model_generate")
 
 
 def build(hidden: int, layers: int, encoding: str, rank: int, tokenizer_dir: str) -> dict[str, Any]:
@@ -104,7 +107,20 @@ def _sides(parts: dict[str, Any], prompts: list[str], new_tokens: int) -> dict[s
 
         return run
 
+    def habit(model: Any) -> Any:
+        ntok = parts["ntok"]
+
+        def run() -> list[list[int]]:
+            enc = ntok(prompts, padding=True, return_tensors="pt")
+            with torch.no_grad():
+                out = model.generate(**enc, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False)
+            ntok.batch_decode(out, skip_special_tokens=True)
+            return out[:, enc["input_ids"].shape[1] :].tolist()
+
+        return run
+
     return {
+        "model_generate": habit(parts["adapted"]),
         "numadapter": ours(parts["adapted"]),
         "hf_adapted": hf(parts["adapted"].get_base_model()),  # transformers' loop, LoRA injected
         "hf_base": hf(parts["base"]),
@@ -196,7 +212,8 @@ def run(
         "ratio_vs_hf_adapted": ratio("numadapter", "hf_adapted"),
         "ratio_vs_hf_base": ratio("numadapter", "hf_base"),
         "merged_ratio_vs_hf_base": ratio("numadapter_merged", "hf_base"),
-        "same_ids": results["numadapter"] == results["hf_adapted"],
+        "model_generate_ratio_vs_hf_base": ratio("model_generate", "hf_base"),
+        "same_ids": results["numadapter"] == results["hf_adapted"] == results["model_generate"],
     }
 
 
@@ -212,7 +229,9 @@ def _print(result: dict[str, Any]) -> None:
     print(f"  numadapter / hf_adapted: {result['ratio_vs_hf_adapted']:.3f}  (the loop's own cost; target <= 1.05)")
     print(f"  numadapter / hf_base:    {result['ratio_vs_hf_base']:.3f}  (incl. LoRA and [NUM] rows)")
     print(f"  numadapter_merged / hf_base: {result['merged_ratio_vs_hf_base']:.3f}  (adapter merged)")
-    print(f"  same ids as hf_adapted:  {result['same_ids']}")
+    habit = result["model_generate_ratio_vs_hf_base"]
+    print(f"  model_generate / hf_base: {habit:.3f}  (adapted.generate; target <= 1.05)")
+    print(f"  same ids (numadapter, hf_adapted, model_generate): {result['same_ids']}")
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
