@@ -36,6 +36,15 @@ MAX_VOCAB_SIZE = 2**22
 MAX_HEAD_HIDDEN = 2**16
 
 
+# Fields whose default changed after adapters were saved without them: the value such a saved config meant.
+LEGACY_DEFAULTS = {"fone_head_target": "digit", "gce_form": "add"}
+
+
+def with_legacy_defaults(saved: dict) -> dict:
+    """`saved` (a config read from disk) with `LEGACY_DEFAULTS` filled in for the fields it does not have."""
+    return {**{key: value for key, value in LEGACY_DEFAULTS.items() if key not in saved}, **saved}
+
+
 def _choice(name: str, value: object, choices: tuple[str, ...]) -> None:
     if value not in choices:
         raise ValueError(f"`{name}` must be one of {list(choices)}, got {value!r}.")
@@ -280,6 +289,15 @@ class NumberAdapterConfig(LoraConfig):
     resized_vocab_size: int | None = field(default=None, metadata={"help": "Embedding rows after adding tokens."})
     base_hidden_size: int | None = field(default=None, metadata={"help": "Base embedding width (set by tuner)."})
     eos_token_id: int | None = field(default=None, metadata={"help": "The tokenizer's EOS id (train_eos_row)."})
+
+    @classmethod
+    def check_kwargs(cls, **kwargs):
+        """PEFT's hook on a config read from ``adapter_config.json``.
+
+        A field saved before it existed keeps the meaning it had then (`LEGACY_DEFAULTS`: an adapter saved before
+        ``fone_head_target`` existed was trained with the paper's head).
+        """
+        return with_legacy_defaults(super().check_kwargs(**kwargs))
 
     def validate_model_binding(self) -> None:
         """Checks the token ids and sizes; raises `ValueError` naming the field, the value and the fix."""

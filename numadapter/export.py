@@ -301,7 +301,7 @@ def read_number_config(path: str | os.PathLike) -> tuple[Any, dict[str, Any]]:
     """The `NumberAdapterConfig` (no LoRA, frozen) and the raw ``number_config.json`` of an export directory."""
     from peft.utils.constants import DUMMY_TARGET_MODULES
 
-    from numadapter.config import NumberAdapterConfig
+    from numadapter.config import NumberAdapterConfig, with_legacy_defaults
 
     file = os.path.join(path, NUMBER_CONFIG_NAME)
     if not os.path.isfile(file):
@@ -320,7 +320,7 @@ def read_number_config(path: str | os.PathLike) -> tuple[Any, dict[str, Any]]:
             f"{FORMAT!r} version {FORMAT_VERSION}: re-export with this version."
         )
     known = set(number_fields())
-    settings = {k: v for k, v in info["number_config"].items() if k in known}
+    settings = {k: v for k, v in with_legacy_defaults(info["number_config"]).items() if k in known}
     config = NumberAdapterConfig(
         task_type=info["task_type"], target_modules=DUMMY_TARGET_MODULES, inference_mode=True, **settings
     )

@@ -283,3 +283,26 @@ def test_user_trainable_tokens_join_the_number_rows(store, tie):
         merged = model.merge_and_unload(drop_numbers=True)(**batch).logits  # PEFT merges the rows into the weights
     assert not torch.equal(adapted[..., : want.shape[-1]], want)
     torch.testing.assert_close(adapted, merged)
+
+
+def test_adapter_saved_before_a_default_changed_keeps_its_meaning(store, tmp_path):
+    """An adapter_config.json without `fone_head_target` / `gce_form` (saved before they existed) loads with the
+    paper's head and the additive GCE it was trained with, not today's defaults ("feature", "replace")."""
+    from safetensors.torch import load_file, save_file
+
+    case = Case("llama", "fone", tie=False)
+    model, _, _ = build(store, case, fone_head_target="digit", gce_form="add")  # what older adapters were
+    model.save_pretrained(tmp_path)
+    saved = json.load(open(tmp_path / "adapter_config.json"))
+    del saved["fone_head_target"], saved["gce_form"]  # older adapter_config.json files do not have them
+    json.dump(saved, open(tmp_path / "adapter_config.json", "w"))
+    weights = tmp_path / "adapter_model.safetensors"
+    tensors = {k: v for k, v in load_file(weights).items() if "settings_stamp" not in k}  # nor the settings stamp
+    save_file(tensors, weights)
+    assert NumberAdapterConfig().fone_head_target == "feature" and NumberAdapterConfig().gce_form == "replace"
+    loaded = NumberAdapterConfig.from_pretrained(str(tmp_path))
+    assert loaded.fone_head_target == "digit" and loaded.gce_form == "add"
+    reloaded = peft.PeftModel.from_pretrained(store.base("llama", False), str(tmp_path))  # PEFT's loader too
+    kept = reloaded.peft_config["default"]
+    assert isinstance(kept, NumberAdapterConfig) and kept.fone_head_target == "digit" and kept.gce_form == "add"
+    assert reloaded.base_model.number_modules["default"].head.target == "digit"
