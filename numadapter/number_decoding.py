@@ -51,7 +51,9 @@ class NumberDecoding:
             num_digits: [T, P] place digits aligned with the ids; used when `number_texts` is not given: each
                 [NUM] is rendered canonically from its digits and `num_sign` ([T], default +1).
             num_sign: [T] signs aligned with the ids.
-            skip_special_tokens: drop bos/eos/pad/[AGG] (numbers are rendered either way).
+            skip_special_tokens: drop bos/eos/pad and the other special tokens (numbers are rendered and [AGG] is
+                dropped either way). With False, special-token strings that were written in the encoded text come
+                back: ``decode(ntok(text, add_special_tokens=False), skip_special_tokens=False) == text``.
             clean_up_tokenization_spaces, **kwargs: passed to the wrapped tokenizer's ``decode`` (transformers'
                 options, as pipelines pass them).
 
@@ -159,7 +161,10 @@ class NumberDecoding:
         ids = [int(i) for i in ids]
         options = dict(options)
         skip_special_tokens = options.pop("skip_special_tokens")
-        if self.num_token_id is None:  # digits: numbers are ordinary tokens
+        if self.num_token_id is None:  # digits: numbers are ordinary tokens; [AGG] is a marker, never text
+            agg = getattr(self, "agg_token_id", None)
+            if agg is not None:
+                ids = [i for i in ids if i != agg]
             return self.tokenizer.decode(ids, skip_special_tokens=skip_special_tokens, **options)
         numbers = self._number_strings(ids, texts, digits, signs)
         if skip_special_tokens:

@@ -175,8 +175,9 @@ class NumberTokenizer(NumberDecoding, TransformersOptions):
         data["padding"] = None
         _first_prepend(data.get("pre_tokenizer"))
         for token in data.get("added_tokens", []):
-            if token["content"] == self._marker:  # keep whitespace next to the marker as written
-                token.update(lstrip=False, rstrip=False, normalized=False, single_word=False)
+            if token["content"] == self._marker:  # keep whitespace next to the marker as written; not special
+                # here, so that it still matches when split_special_tokens=True splits the special-token strings
+                token.update(lstrip=False, rstrip=False, normalized=False, single_word=False, special=False)
         backend = Tokenizer.from_str(json.dumps(data))
         if self.config.encoding == "digits":
             missing = [d for d in _ASCII_DIGITS if backend.token_to_id(d) is None]
@@ -272,16 +273,20 @@ class NumberTokenizer(NumberDecoding, TransformersOptions):
         """Puts the marker into `text` for each in-range number; returns the new text and the numbers in order."""
         if not isinstance(text, str):
             raise TypeError(f"NumberTokenizer: text {index} must be a str, got {type(text).__name__} ({text!r:.80}).")
+        for name in ("num_token", "agg_token"):
+            reserved = getattr(self.config, name)
+            found = text.find(reserved)
+            if found >= 0:
+                raise ValueError(
+                    f"Text {index} contains the literal string {reserved!r} (config.{name}) at character {found}: "
+                    "NumberTokenizer reserves the [NUM] and [AGG] marker strings in every encoding, since a literal "
+                    "one could not be told apart from a number's marker. Remove or rewrite it in the text (e.g. "
+                    f"{reserved.replace('[', '(').replace(']', ')')!r}), or choose another `{name}` in "
+                    "NumberAdapterConfig."
+                )
         marker = self._marker
         if marker is None:
             return text, []
-        found = text.find(marker)
-        if found >= 0:
-            raise ValueError(
-                f"Text {index} contains the literal string {marker!r} at character {found}; NumberTokenizer reserves "
-                f"it for numbers, so the text would be ambiguous. Remove it from the text or choose another "
-                f"`{'num_token' if marker == self.config.num_token else 'agg_token'}` in NumberAdapterConfig."
-            )
         text_sign = self.config.sign_policy == "text"
         replace = self.config.encoding != "digits"
         raise_out = self.config.out_of_range == "error"
@@ -329,6 +334,7 @@ class NumberTokenizer(NumberDecoding, TransformersOptions):
         return_special_tokens_mask: bool = False,
         return_length: bool = False,
         verbose: bool = True,
+        split_special_tokens: bool = False,
         **unsupported: Any,
     ) -> BatchEncoding:
         """Encodes one text or a batch.
@@ -343,6 +349,11 @@ class NumberTokenizer(NumberDecoding, TransformersOptions):
             max_length: target length for truncation / ``padding="max_length"``.
             return_tensors: None (Python lists) or ``"pt"``.
             add_special_tokens: add the base tokenizer's bos/eos as its post-processor does.
+            split_special_tokens: as in transformers. False (default): a special-token string written in the text
+                (``<s>``, ``</s>``, ``<|im_start|>``, ... as a chat template renders them) is encoded as that special
+                token, with the base tokenizer's ids; ``decode(..., skip_special_tokens=False)`` gives it back and
+                the default ``decode`` drops it, as transformers does. True: such strings are encoded as ordinary
+                text, so the default ``decode`` gives them back (the marker strings stay reserved either way).
             pad_to_multiple_of: round the padded length up to a multiple of this.
             padding_side: override the tokenizer's padding side for this call.
             return_attention_mask, return_token_type_ids, return_special_tokens_mask, return_length, verbose: as in
@@ -359,7 +370,8 @@ class NumberTokenizer(NumberDecoding, TransformersOptions):
             str). For a single string without ``return_tensors`` the batch dimension is dropped, as in transformers.
 
         Raises:
-            ValueError: a text contains the marker string literally, bad arguments, or (``out_of_range="error"``)
+            ValueError: a text contains ``config.num_token`` or ``config.agg_token`` literally (reserved in every
+                encoding), bad arguments, or (``out_of_range="error"``)
                 `NumberOutOfRangeError` for a number outside the configured range.
         """
         check_unsupported(unsupported)
@@ -373,7 +385,7 @@ class NumberTokenizer(NumberDecoding, TransformersOptions):
             substituted.append(sub)
             numbers.append(nums)
         self._configure(padding, truncation, max_length, pad_to_multiple_of, padding_side)
-        encodings = self._encode(substituted, add_special_tokens)
+        encodings = self._encode(substituted, add_special_tokens, split_special_tokens)
         ids = [e.ids for e in encodings]
         mask = [e.attention_mask for e in encodings]
         numbers = self._kept_numbers(ids, numbers, truncation not in (False, "do_not_truncate", None))
@@ -403,7 +415,10 @@ class NumberTokenizer(NumberDecoding, TransformersOptions):
             data = {k: v[0] for k, v in data.items()}
         return BatchEncoding(data)
 
-    def _encode(self, texts: list[str], add_special_tokens: bool) -> list[Any]:
+    def _encode(self, texts: list[str], add_special_tokens: bool, split_special_tokens: bool = False) -> list[Any]:
+        if not isinstance(split_special_tokens, bool):
+            raise TypeError(f"`split_special_tokens` must be True or False, got {split_special_tokens!r}.")
+        self._backend.encode_special_tokens = split_special_tokens
         encode = getattr(self._backend, "encode_batch_fast", self._backend.encode_batch)
         return encode(texts, add_special_tokens=add_special_tokens)
 

@@ -19,7 +19,6 @@ NEUTRAL_OPTIONS: dict[str, tuple[Any, ...]] = {
     "is_split_into_words": (False,),
     "return_overflowing_tokens": (False,),
     "return_offsets_mapping": (False,),
-    "split_special_tokens": (False,),
 }
 
 

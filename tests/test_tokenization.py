@@ -250,9 +250,12 @@ def test_marker_literal_is_refused(tmp_path, encoding, extra, literal, field):
         ntok(["ok", f"see {literal} here"])
 
 
-def test_num_literal_is_plain_text_in_digits_mode(tmp_path):
+def test_num_literal_is_refused_in_digits_mode_too(tmp_path):
+    # issue 16: the same texts are accepted in every encoding (digits used to keep it, or drop it where the
+    # tokenizer had [NUM] as a special token)
     ntok = make("llama3", tmp_path, encoding="digits")
-    assert ntok.decode(ntok("a [NUM] 5")) == "a [NUM] 5"
+    with pytest.raises(ValueError, match=r"'\[NUM\]' \(config.num_token\) at character 2"):
+        ntok("a [NUM] 5")
 
 
 def test_bad_arguments(tmp_path):
