@@ -124,6 +124,15 @@ def make_parser() -> argparse.ArgumentParser:
         "the last prompt position on the answer (the FoNE paper's format); sequence: every method on prompt + "
         "answer + eos",
     )
+    run.add_argument(
+        "--train-path",
+        choices=["harness", "product"],
+        default="harness",
+        help="harness (default): the harness's own training loop and encoder; product: numadapter methods train "
+        "through numadapter.NumberSFTTrainer (NumberTokenizer, NumberDataCollator, answer_format='head' where the "
+        "harness trains the head format) and predict with numadapter.generate; plain methods keep the harness loop. "
+        "Results go to eval_harness/results/PRESET-product by default, files ending in -product",
+    )
     run.add_argument("--base", default=None, help="pretrained base (path) for the adapter tables")
     run.add_argument("--lora-r", type=int, default=16, help="LoRA rank (adapter tables; default 16)")
     run.add_argument("--lora-alpha", type=int, default=32, help="LoRA alpha (adapter tables; default 32)")
@@ -238,16 +247,24 @@ def _run(args: argparse.Namespace, out: TextIO) -> None:
     if settings:
         numadapter = [s for s in specs if get_method(s.method).backend == "numadapter"]
         specs = [replace(s, number_settings=settings) for s in numadapter]
+    if args.train_path == "product":
+        specs = [
+            replace(s, train_path="product") if get_method(s.method).backend == "numadapter" else s for s in specs
+        ]
+        plain = sorted({s.method for s in specs if s.train_path != "product"})
+        if plain:
+            out.write(f"train-path product: the plain methods {', '.join(plain)} keep the harness loop\n")
     for line in skipped:
         out.write(f"skipped table {line}\n")
     if not specs:
         raise ValueError("no runs to do: check --experiments / --methods (and --base for adapter tables).")
-    results_dir = args.out if args.out is not None else DEFAULT_RESULTS / preset.name
+    default_dir = DEFAULT_RESULTS / (preset.name + ("-product" if args.train_path == "product" else ""))
+    results_dir = args.out if args.out is not None else default_dir
     if args.dry_run:
         for spec in specs:
             out.write(
                 f"{spec.experiment}/{spec.run_id}  lr={spec.lr:g} epochs={spec.epochs} device={spec.device} "
-                f"train_format={spec.train_format}\n"
+                f"train_format={spec.train_format} train_path={spec.train_path}\n"
             )
         return
     from .report import build_report

@@ -45,6 +45,7 @@ from eval_harness.methods import Method, get_method
 from eval_harness.methods.encode import EncodedSet, number_places, numbers_of
 from eval_harness.methods.models import TABLE6, Built, LoraSettings, build
 from eval_harness.methods.predict import TRAIN_FORMATS, Predictions, predict, train_format
+from eval_harness.product import TRAIN_PATHS, predict_product, train_product
 from eval_harness.tasks import get_task
 from eval_harness.tasks.base import Example
 
@@ -87,6 +88,9 @@ class RunSpec:
             alone, the head at the last prompt position on the answer, as the FoNE paper trains; the rest on prompt
             + answer + eos) or "sequence" (every method on prompt + answer + eos);
             `eval_harness.methods.predict.train_format`.
+        train_path: "harness" (this module's loop and prediction paths) or "product" (numadapter methods:
+            `numadapter.NumberSFTTrainer` trains, `numadapter.generate` predicts; `eval_harness.product`). Product runs
+            train one after another, not in lockstep, and their files end in ``-product``.
     """
 
     preset: str
@@ -114,6 +118,7 @@ class RunSpec:
     lora: LoraSettings = field(default_factory=LoraSettings)
     number_settings: dict[str, Any] = field(default_factory=dict)
     train_format: str = "auto"
+    train_path: str = "harness"
 
     def __post_init__(self) -> None:
         method = get_method(self.method)
@@ -123,6 +128,16 @@ class RunSpec:
                 f"{self.method!r}: drop --set or choose numadapter methods."
             )
         get_task(self.task)
+        if self.train_path not in TRAIN_PATHS:
+            raise ValueError(f"`train_path` must be one of {list(TRAIN_PATHS)}, got {self.train_path!r}.")
+        if self.train_path == "product":
+            if method.backend != "numadapter":
+                raise ValueError(
+                    f"the product train path trains numadapter methods with NumberSFTTrainer; {self.method!r} is a "
+                    "plain method: train it with --train-path harness."
+                )
+            if self.n_valid and self.eval_every:
+                raise ValueError("the product train path has no validation curve: pass --n-valid 0 or --eval-every 0.")
         for name in ("train_size", "n_test", "epochs", "batch_size", "eval_batch_size"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -145,7 +160,8 @@ class RunSpec:
     @property
     def run_id(self) -> str:
         size = f"m{self.model_size}" if self.regime == "scratch" else "lora"
-        return f"{self.method}-n{self.train_size}-{size}-s{self.seed}"
+        suffix = "-product" if self.train_path == "product" else ""
+        return f"{self.method}-n{self.train_size}-{size}-s{self.seed}{suffix}"
 
     @property
     def group_key(self) -> str:
@@ -202,6 +218,7 @@ class _Run:
         self.losses: list[float] = []
         self.load: list[float] = []
         self.curve: list[dict[str, Any]] = []
+        self.product: dict[str, Any] | None = None  # what NumberSFTTrainer did (train_path "product")
 
     def epoch(self, position: int) -> None:
         spec = self.spec
@@ -311,15 +328,20 @@ def run_group(
         lockstep = [spec.method for spec in specs]
         load_start = os.getloadavg()
         epochs = first.epochs
-        for epoch in tqdm(range(1, epochs + 1), desc=f"{first.experiment} n={first.train_size} (lockstep)"):
-            shift = (epoch - 1) % len(runs)
-            for index in list(range(shift, len(runs))) + list(range(shift)):
-                run = runs[index]
-                run.epoch(position=1)
-                run.curve.append(_valid_point(run, extra[index]["valid"], epoch))
+        if first.train_path == "product":  # NumberSFTTrainer runs all epochs of a run: one run after another
+            for run in runs:
+                run.product = train_product(run, train_examples, workdir)
+        else:
+            for epoch in tqdm(range(1, epochs + 1), desc=f"{first.experiment} n={first.train_size} (lockstep)"):
+                shift = (epoch - 1) % len(runs)
+                for index in list(range(shift, len(runs))) + list(range(shift)):
+                    run = runs[index]
+                    run.epoch(position=1)
+                    run.curve.append(_valid_point(run, extra[index]["valid"], epoch))
         results = []
         for run in runs:
-            results.append(_evaluate(run, test_examples, places, lockstep, load_start, extra_tests))
+            together = [run.spec.method] if run.product is not None else lockstep
+            results.append(_evaluate(run, test_examples, places, together, load_start, extra_tests))
         for result in results:
             path = Path(out_dir) / result["experiment"] / f"{result['run_id']}.json"
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -353,6 +375,10 @@ def _predict_split(run: _Run, examples: Sequence[Example], split: str) -> tuple[
     start = time.perf_counter()
     # a budget, not a hint: long enough for the split's longest answer too (extrapolation answers are longer)
     budget = max(_max_new_tokens(run.train), _max_new_tokens(encoded))
+    if run.product is not None:
+        preds = predict_product(run, examples, budget)
+        _sync(spec.device)
+        return preds, time.perf_counter() - start
     preds = predict(
         run.method, built, encoded, [e.target for e in examples],
         batch_size=spec.eval_batch_size, device=spec.device, max_new_tokens=budget,
@@ -395,6 +421,8 @@ def _evaluate(
         "regime": spec.regime,
         "seed": spec.seed,
         "config": asdict(spec),
+        "train_path": spec.train_path,
+        "product_training": run.product,
         "model": {**built.settings, "params": built.params},
         "data": {
             "n_train": len(train),
