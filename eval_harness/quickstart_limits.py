@@ -21,15 +21,6 @@ import tempfile
 import time
 
 
-def _value(text: str):
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return text
-
-
 def _random_base(spec: str, out: str) -> str:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -91,6 +82,7 @@ def main(argv: list[str] | None = None) -> None:
 
     import numadapter
     from numadapter.quickstart import addition_examples
+    from numadapter.recipe import parse_overrides
 
     torch.set_num_threads(1)
     datasets.disable_progress_bars()
@@ -102,8 +94,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  layer {layer}: {[round(h, 2) for h in heads]}")
     settings = dict(encoding="fone", int_digits=5, frac_digits=0, r=16, lora_alpha=32, lora_dropout=0.0,
                     target_modules="all-linear")  # fmt: skip
-    settings.update(dict(item.split("=", 1) for item in args.set))
-    settings = {key: _value(value) if isinstance(value, str) else value for key, value in settings.items()}
+    settings.update(parse_overrides([f"adapter.{item}" for item in args.set]).get("adapter", {}))  # YAML values
     config = numadapter.NumberAdapterConfig(**settings)
     tokenizer = AutoTokenizer.from_pretrained(path)
     torch.manual_seed(0)

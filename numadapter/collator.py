@@ -351,29 +351,13 @@ class NumberDataCollator:
             out["attention_mask"] = attention
             if labels is not None:
                 out["labels"] = labels
-            if "shift_labels" in rows[0]:
-                out.update(self._pad_shifted(rows, length, side))
-        return out
-
-    def _pad_shifted(self, rows: list[dict[str, list]], length: int, side: str) -> dict[str, torch.Tensor]:
-        """``shift_labels`` ``[B, T]`` (-100 padded) and ``labels_num_*`` padded like ``input_ids``."""
-        batch, places = len(rows), self.num_places
-        out = {
-            "shift_labels": torch.full((batch, length), IGNORE_INDEX, dtype=torch.long),
-            "labels_num_mask": torch.zeros((batch, length), dtype=torch.long),
-            "labels_num_digits": torch.zeros((batch, length, places), dtype=torch.long),
-            "labels_num_sign": torch.zeros((batch, length), dtype=torch.long),
-            "labels_num_values": torch.zeros((batch, length), dtype=torch.float32),
-        }
-        for b, row in enumerate(rows):
-            n = len(row["shift_labels"])
-            if not n:
-                continue
-            span = slice(0, n) if side == "right" else slice(length - n, length)
-            for key, tensor in out.items():
-                source = row[key]
-                value = torch.tensor(source, dtype=tensor.dtype)
-                tensor[b, span] = value.view(n, places) if key == "labels_num_digits" else value
+            if "shift_labels" in rows[0]:  # answer_format="head": padded like the target side of T5
+                targets = [
+                    {"labels": r["shift_labels"], **{k: r[LABEL_PREFIX + k] for k in SIDE_FIELDS}} for r in rows
+                ]
+                shifted = self._pad(targets, side, "labels", IGNORE_INDEX, LABEL_PREFIX)
+                out["shift_labels"] = shifted.pop("labels")
+                out.update(shifted)
         return out
 
     def __call__(self, examples: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:

@@ -119,18 +119,10 @@ REAL_MODEL = dict(learning_rate=2e-4, rank=16)  # a pretrained checkpoint: usual
 
 def _pretraining_batch(tokenizer: Any, texts: list[str], eos: bool, max_length: int = 48) -> dict:
     """Right-padded ``input_ids`` / ``attention_mask`` ``[B, T]`` of `texts`, each ending with EOS when `eos`."""
-    import torch
-
     rows = [tokenizer(text)["input_ids"][: max_length - int(eos)] for text in texts]
     if eos:
         rows = [row + [tokenizer.eos_token_id] for row in rows]
-    length = max(len(row) for row in rows)
-    ids = torch.full((len(rows), length), tokenizer.pad_token_id, dtype=torch.long)
-    mask = torch.zeros((len(rows), length), dtype=torch.long)
-    for b, row in enumerate(rows):
-        ids[b, : len(row)] = torch.tensor(row, dtype=torch.long)
-        mask[b, : len(row)] = 1
-    return {"input_ids": ids, "attention_mask": mask}
+    return tokenizer.pad({"input_ids": rows}, padding=True, padding_side="right", return_tensors="pt")
 
 
 def build_tiny_base(

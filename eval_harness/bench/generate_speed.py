@@ -88,12 +88,14 @@ def _sides(parts: dict[str, Any], prompts: list[str], new_tokens: int) -> dict[s
 
     tokenizer = parts["tokenizer"]
 
-    def hf(model: Any) -> Any:
+    def hf(model: Any, coder: Any = tokenizer) -> Any:
+        """transformers' habit: `coder` encodes, ``model.generate``, `coder` decodes."""
+
         def run() -> list[list[int]]:
-            enc = tokenizer(prompts, padding=True, return_tensors="pt")
+            enc = coder(prompts, padding=True, return_tensors="pt")
             with torch.no_grad():
                 out = model.generate(**enc, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False)
-            tokenizer.batch_decode(out, skip_special_tokens=True)
+            coder.batch_decode(out, skip_special_tokens=True)
             return out[:, enc["input_ids"].shape[1] :].tolist()
 
         return run
@@ -107,20 +109,8 @@ def _sides(parts: dict[str, Any], prompts: list[str], new_tokens: int) -> dict[s
 
         return run
 
-    def habit(model: Any) -> Any:
-        ntok = parts["ntok"]
-
-        def run() -> list[list[int]]:
-            enc = ntok(prompts, padding=True, return_tensors="pt")
-            with torch.no_grad():
-                out = model.generate(**enc, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False)
-            ntok.batch_decode(out, skip_special_tokens=True)
-            return out[:, enc["input_ids"].shape[1] :].tolist()
-
-        return run
-
     return {
-        "model_generate": habit(parts["adapted"]),
+        "model_generate": hf(parts["adapted"], parts["ntok"]),  # number-aware: numadapter's loop
         "numadapter": ours(parts["adapted"]),
         "hf_adapted": hf(parts["adapted"].get_base_model()),  # transformers' loop, LoRA injected
         "hf_base": hf(parts["base"]),
