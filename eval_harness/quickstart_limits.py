@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import tempfile
 import time
 
@@ -36,6 +37,25 @@ def _random_base(spec: str, out: str) -> str:
         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
     )  # fmt: skip
     LlamaForCausalLM(config).save_pretrained(out)
+    return out
+
+
+def scale_query_key(path: str, factor: float, out: str) -> str:
+    """Saves a copy of the model at `path` (with its tokenizer) to `out`, its q_proj / k_proj weights times `factor`.
+
+    Scaling both by f scales every attention logit by f^2, so f < 1 flattens the attention without changing which
+    keys each head prefers.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(path)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if re.search(r"\.(q_proj|k_proj)\.weight$", name):
+                parameter.mul_(factor)
+    model.save_pretrained(out)
+    AutoTokenizer.from_pretrained(path).save_pretrained(out)
     return out
 
 
@@ -71,6 +91,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--full", action="store_true", help="train every base weight too, not only LoRA")
+    parser.add_argument(
+        "--train", metavar="REGEX", help="with --full: train only the base weights whose name matches, e.g. 'embed'"
+    )
+    parser.add_argument(
+        "--scale-qk", type=float, metavar="F", help="multiply the base's q_proj and k_proj weights by F first "
+        "(F < 1 flattens attention: tests whether peaked attention is what blocks learning)"
+    )  # fmt: skip
     parser.add_argument("--set", action="append", default=[], help="a NumberAdapterConfig field, e.g. r=64")
     parser.add_argument("--points", type=int, default=4, help="evaluations during the run")
     args = parser.parse_args(argv)
@@ -88,6 +115,8 @@ def main(argv: list[str] | None = None) -> None:
     datasets.disable_progress_bars()
     work = tempfile.mkdtemp()
     path = args.base or _random_base(args.random, os.path.join(work, "base"))
+    if args.scale_qk is not None:
+        path = scale_query_key(path, args.scale_qk, os.path.join(work, "scaled"))
     entropy = attention_entropy(path)
     print("attention entropy at the answer position (nats, per layer and head; uniform over the 13 tokens: 2.56):")
     for layer, heads in enumerate(entropy):
@@ -100,8 +129,9 @@ def main(argv: list[str] | None = None) -> None:
     torch.manual_seed(0)
     model = numadapter.get_peft_model(AutoModelForCausalLM.from_pretrained(path), config, tokenizer=tokenizer)
     if args.full:
+        pattern = re.compile(args.train or "")
         for name, parameter in model.named_parameters():
-            if "lora_" not in name:
+            if "lora_" not in name and pattern.search(name):
                 parameter.requires_grad_(True)
     ntok = numadapter.NumberTokenizer(tokenizer, config)
     train = addition_examples(8000, 3, 4, seed=0)

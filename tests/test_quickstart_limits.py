@@ -1,0 +1,33 @@
+"""eval_harness.quickstart_limits: the probes behind the quick start's diagnosis (README, Quick start)."""
+
+from __future__ import annotations
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from eval_harness.quickstart_limits import _random_base, attention_entropy, scale_query_key
+
+
+def test_scale_query_key_scales_only_query_and_key_and_flattens_attention(tmp_path):
+    source = _random_base("32,64,2", str(tmp_path / "base"))
+    model = AutoModelForCausalLM.from_pretrained(source)
+    with torch.no_grad():  # make the attention peaked, as in a pretrained base
+        for layer in model.model.layers:
+            layer.self_attn.q_proj.weight.mul_(40.0)
+            layer.self_attn.k_proj.weight.mul_(40.0)
+    model.save_pretrained(source)
+    scaled = scale_query_key(source, 0.1, str(tmp_path / "scaled"))
+
+    before = dict(AutoModelForCausalLM.from_pretrained(source).named_parameters())
+    after = dict(AutoModelForCausalLM.from_pretrained(scaled).named_parameters())
+    assert AutoTokenizer.from_pretrained(scaled).get_vocab() == AutoTokenizer.from_pretrained(source).get_vocab()
+    for name, weight in before.items():
+        factor = 0.1 if name.endswith(("q_proj.weight", "k_proj.weight")) else 1.0
+        torch.testing.assert_close(after[name], weight * factor)
+    assert sum(name.endswith("q_proj.weight") for name in before) == 2
+
+    peaked = [h for layer in attention_entropy(source) for h in layer]
+    flat = [h for layer in attention_entropy(scaled) for h in layer]
+    uniform = torch.log(torch.tensor(13.0)).item()  # 13 tokens up to the answer position
+    assert min(peaked) < 1.0  # logits x1600: nearly one-hot somewhere
+    assert min(flat) > 0.95 * uniform  # logits x16 of a small init: close to uniform
