@@ -89,13 +89,6 @@ class LaunchInfo:
         """Whether this is a multi-process run without an accelerator (the case that needs fixing)."""
         return self.launched and not self.has_accelerator
 
-    @property
-    def zero_stage(self) -> int | None:
-        """The DeepSpeed ZeRO stage, or None without DeepSpeed."""
-        if self.deepspeed_config is None:
-            return None
-        return int(self.deepspeed_config.get("zero_optimization", {}).get("stage", 0))
-
 
 def _env_int(environ: Mapping[str, str], name: str, default: int) -> int:
     value = environ.get(name)

@@ -57,11 +57,6 @@ def _range_text() -> str:
     return f"peft>={SUPPORTED_PEFT[0]},<{SUPPORTED_PEFT[1]}"
 
 
-def is_registered() -> bool:
-    """Whether numadapter is registered with PEFT in this process."""
-    return bool(_state["registered"])
-
-
 def _add_enum_member() -> PeftType:
     """Adds ``PeftType.NUMADAPTER`` (idempotent) and returns it."""
     existing = PeftType.__members__.get(PEFT_TYPE_NAME)
