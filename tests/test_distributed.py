@@ -147,9 +147,11 @@ class Runs:
 def runs(tmp_path_factory) -> Runs:
     import tiny
 
+    from numadapter import toy
+
     root = tmp_path_factory.mktemp("distributed")
     base = root / "base"
-    tokenizer = tiny.build_tokenizer("digits", base / "tok")
+    tokenizer = toy.build_tokenizer("digits", base / "tok")
     tiny.build_model("llama", base / "model", len(tokenizer), tie=False, hidden_size=32, layers=2, heads=4)
     return Runs(root, base)
 
