@@ -1,7 +1,7 @@
 """Fourier Number Embedding (FoNE): exact features from digits, an exact decoder, and the input-side module.
 
 Implements Zhou et al., "FoNE: Precise Single-Token Number Embeddings via Fourier Features" (2025,
-``shared/papers/fone-paper.txt``):
+docs/papers.md, "FoNE"):
 
 - Definition 3.1 (circular embedding): ``phi(x, T) = (cos(2*pi*x/T), sin(2*pi*x/T))``.
 - Definition 3.2 / Algorithm 1: ``FoNE(x, m, n) = [phi(x, T_i)]`` for ``i = -n+1 ... m`` (ascending), ``T_i = 10^i``,

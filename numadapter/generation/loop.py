@@ -1,6 +1,7 @@
-"""The decode loop: KV cache, left padding, and numbers fed back through the side buffer (DESIGN.md point 9).
+"""The decode loop: KV cache, left padding, and numbers fed back through the side buffer.
 
-``model.generate`` cannot carry per-step side values, so numadapter runs its own loop:
+``model.generate`` cannot carry per-step side values, so numadapter runs its own loop (docs/DESIGN.md, "Own the
+decode loop"):
 
 1. **Prefill** through the public forward of the PEFT model (``model(**inputs)``: the number tensors are validated
    against the ids and the number features added at the prompt's [NUM] rows). Causal LMs: the left-padded prompt

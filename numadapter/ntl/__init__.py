@@ -1,7 +1,7 @@
 """Number Token Loss (NTL): regression-like losses on the LM head's number-token probabilities.
 
 Paper: Zausinger et al., "Regress, Don't Guess - A Regression-like Loss on Number Tokens for Language Models"
-(ICML 2025), ``shared/papers/number-token-loss-paper.txt``. Notation: at a position whose label is a number token
+(ICML 2025), docs/papers.md, "Number Token Loss". Notation: at a position whose label is a number token
 with value ``y``, ``v_j`` is the value of number token ``j`` and ``p~ = softmax(number-token logits)``: the softmax
 is taken over the number tokens only (Algorithm A1/A2, ``n_probs = Softmax(n_logits)``).
 
