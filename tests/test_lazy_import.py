@@ -93,3 +93,12 @@ def test_lazy_names_leave_peft_unregistered_until_it_is_imported():
     """`numbers` needs no PEFT: using it imports none, and the registration waits for PEFT's import."""
     out = run_python(f"import numadapter\nnumadapter.find_numbers('1 + 2')\n{LOADED}\n{REGISTERED}")
     assert json.loads(out[-2]) == [] and out[-1] == "True"
+
+
+def test_import_time_bench_reports_the_light_import_and_checks_its_baseline(tmp_path):
+    from eval_harness.bench import import_time
+
+    wall, (modules, heavy) = import_time.run_side("import")
+    assert wall > 0 and heavy == [] and modules < 1000
+    with pytest.raises(ValueError, match="holds no numadapter/__init__.py"):
+        import_time.measure(1, baseline=tmp_path)
