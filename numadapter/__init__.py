@@ -8,38 +8,83 @@ Public API (everything else lives in submodules):
 - `fone_features`, `fone_decode`, `aggregation_weights`: the encodings' formulas.
 - `FoNEEmbedding`, `XValEmbedding`, `AggregateEmbedding`, `FoNEDigitHead`, `RegressionHead`: the number modules.
 - `get_peft_model`: LoRA + number adapter on a Llama / Granite / T5 model, a genuine `peft.PeftModel`.
-  Importing numadapter registers the adapter with PEFT, so `peft.get_peft_model`, `peft.PeftModel.from_pretrained`
-  and `AutoPeftModelForCausalLM` work too.
+  Importing numadapter registers the adapter with PEFT (once PEFT is imported), so `peft.get_peft_model`,
+  `peft.PeftModel.from_pretrained` and `AutoPeftModelForCausalLM` work too.
 - `export_merged`, `load_exported`: LoRA merged into one self-contained checkpoint with the number modules.
 - `generate`: the decode loop (KV cache) that renders generated [NUM] tokens from the number head. ``model.generate``
   and ``pipeline("text-generation")`` on a numadapter model run the same loop (`numadapter.generation.hf`).
 - `NumberSFTTrainer`, `NumberSeq2SeqTrainer`, `NumberDataCollator`, `prepare_dataset`: training with TRL/transformers.
 - `NTLoss`, `ntl_loss_func`, `NumberLossCallback`: the Number Token Loss, also for a plain `trl.SFTTrainer`.
+
+The package is imported lazily (PEP 562): ``import numadapter`` loads none of torch, transformers, PEFT, TRL,
+DeepSpeed or bitsandbytes; each public name imports its module on first use, and ``numadapter.<submodule>`` works
+as an attribute too. Registration with PEFT still happens before any PEFT model is built or loaded: it runs as soon
+as PEFT is imported, by anyone (`numadapter.tuner.import_hook`).
 """
 
-from numadapter.callbacks import NumberLossCallback, ntl_loss_func
-from numadapter.collator import NumberDataCollator
-from numadapter.config import NumberAdapterConfig
-from numadapter.data import prepare_dataset
-from numadapter.encodings import (
-    AggregateEmbedding,
-    FoNEEmbedding,
-    XValEmbedding,
-    aggregation_weights,
-    fone_decode,
-    fone_features,
-)
-from numadapter.export import export_merged, load_exported
-from numadapter.generation import NumberGenerationOutput, generate
-from numadapter.heads import FoNEDigitHead, RegressionHead
-from numadapter.mapping import get_peft_model
-from numadapter.ntl import NTLoss
-from numadapter.numbers import ExactNumber, NumberOutOfRangeError, NumberSpan, find_numbers
-from numadapter.tokenization import NumberTokenizer
-from numadapter.train import AnswerMetrics
-from numadapter.trainer import NumberSeq2SeqTrainer, NumberSFTTrainer
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from typing import TYPE_CHECKING, Any
+
+from numadapter.tuner import import_hook
+
+if TYPE_CHECKING:  # what the lazy names resolve to, for type checkers and IDEs
+    from numadapter.callbacks import NumberLossCallback, ntl_loss_func
+    from numadapter.collator import NumberDataCollator
+    from numadapter.config import NumberAdapterConfig
+    from numadapter.data import prepare_dataset
+    from numadapter.encodings import (
+        AggregateEmbedding,
+        FoNEEmbedding,
+        XValEmbedding,
+        aggregation_weights,
+        fone_decode,
+        fone_features,
+    )
+    from numadapter.export import export_merged, load_exported
+    from numadapter.generation import NumberGenerationOutput, generate
+    from numadapter.heads import FoNEDigitHead, RegressionHead
+    from numadapter.mapping import get_peft_model
+    from numadapter.ntl import NTLoss
+    from numadapter.numbers import ExactNumber, NumberOutOfRangeError, NumberSpan, find_numbers
+    from numadapter.tokenization import NumberTokenizer
+    from numadapter.train import AnswerMetrics
+    from numadapter.trainer import NumberSeq2SeqTrainer, NumberSFTTrainer
 
 __version__ = "0.1.0"
+
+# public name -> the module that defines it (imported on first access)
+_LAZY: dict[str, str] = {
+    "NumberLossCallback": "numadapter.callbacks",
+    "ntl_loss_func": "numadapter.callbacks",
+    "NumberDataCollator": "numadapter.collator",
+    "NumberAdapterConfig": "numadapter.config",
+    "prepare_dataset": "numadapter.data",
+    "AggregateEmbedding": "numadapter.encodings",
+    "FoNEEmbedding": "numadapter.encodings",
+    "XValEmbedding": "numadapter.encodings",
+    "aggregation_weights": "numadapter.encodings",
+    "fone_decode": "numadapter.encodings",
+    "fone_features": "numadapter.encodings",
+    "export_merged": "numadapter.export",
+    "load_exported": "numadapter.export",
+    "NumberGenerationOutput": "numadapter.generation",
+    "generate": "numadapter.generation",
+    "FoNEDigitHead": "numadapter.heads",
+    "RegressionHead": "numadapter.heads",
+    "get_peft_model": "numadapter.mapping",
+    "NTLoss": "numadapter.ntl",
+    "ExactNumber": "numadapter.numbers",
+    "NumberOutOfRangeError": "numadapter.numbers",
+    "NumberSpan": "numadapter.numbers",
+    "find_numbers": "numadapter.numbers",
+    "NumberTokenizer": "numadapter.tokenization",
+    "AnswerMetrics": "numadapter.train",
+    "NumberSeq2SeqTrainer": "numadapter.trainer",
+    "NumberSFTTrainer": "numadapter.trainer",
+}
 
 __all__ = [
     "AggregateEmbedding",
@@ -70,3 +115,22 @@ __all__ = [
     "ntl_loss_func",
     "prepare_dataset",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Imports a public name's module on first access (PEP 562); ``numadapter.<submodule>`` imports the submodule."""
+    module_name = _LAZY.get(name)
+    if module_name is not None:
+        value = getattr(importlib.import_module(module_name), name)
+        globals()[name] = value  # later lookups skip this function
+        return value
+    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        return importlib.import_module(f"{__name__}.{name}")  # the import binds it as an attribute of the package
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+import_hook.install()  # register with PEFT now if it is imported, else as soon as it is

@@ -6,7 +6,7 @@ count of the whole accumulated batch, so the micro-batches of one optimizer step
 logged value is the sum over the interval divided by the optimizer steps in it; evaluation logs the mean over
 examples. Both numadapter trainers use it; `NumberLossCallback` uses it for the NTL-only path.
 
-NTL only (Number Token Loss paper, Zausinger et al. 2025, ``shared/papers/number-token-loss-paper.txt``, eq. 4 /
+NTL only (Number Token Loss paper, Zausinger et al. 2025, docs/papers.md, "Number Token Loss", eq. 4 /
 Algorithm A1: ``loss = CE + lambda * L_NTL``)::
 
     loss_func = numadapter.ntl_loss_func(tokenizer, weight=0.3, kind="was")

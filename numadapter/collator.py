@@ -1,8 +1,9 @@
 """`NumberDataCollator`: pads and truncates the number side tensors in step with ``input_ids`` and ``labels``.
 
-DESIGN.md point 2: every transform of the ids must apply to the side tensors too, in the same place. Here that is
-one function per transform: `truncate_example` (one example, before padding) and `NumberDataCollator.__call__`
-(padding and completion-only labels), both slicing every per-token column with the same slice.
+docs/DESIGN.md, "Side tensors travel with input_ids": every transform of the ids must apply to the side tensors too, in
+the same place. Here that is one function per transform: `safe_slice` (one example, before padding) and
+`NumberDataCollator.__call__` (padding and completion-only labels), both slicing every per-token column with the same
+slice.
 
 Examples are dicts of per-token lists, as `numadapter.data.prepare_dataset` (or `NumberTokenizer` without
 ``return_tensors``) produces them:

@@ -28,12 +28,12 @@ comes from the YAML; it is read here from ``ACCELERATE_DEEPSPEED_CONFIG_FILE``).
 launch``: it selects accelerate's one-process launcher and silently ignores ``--num_processes``. ``python script.py``
 with a DeepSpeed config runs a one-process DeepSpeed job (`set_single_process_env`).
 
-ZeRO-3 (DESIGN.md point 10): parameters are partitioned outside their module's forward; with `partition_at_load`
-(the default for ZeRO-3, accelerate's ``zero3_init_flag``) already while ``from_pretrained`` loads the base, so no
-process ever holds the whole model (build the training arguments before loading; see `partition_at_load`). Number
-code reads shapes and ties from DeepSpeed's ``ds_shape`` / ``ds_id`` and weights only inside a forward (DeepSpeed
-gathers them, also across modules while the engine runs) or under `gathered_parameters` (`numadapter.zero`); saving
-must run on every rank (``Trainer.save_model`` does), and the DeepSpeed config must set
+ZeRO-3 (docs/DESIGN.md, "ZeRO-3 safe"): parameters are partitioned outside their module's forward; with
+`partition_at_load` (the default for ZeRO-3, accelerate's ``zero3_init_flag``) already while ``from_pretrained`` loads
+the base, so no process ever holds the whole model (build the training arguments before loading; see
+`partition_at_load`). Number code reads shapes and ties from DeepSpeed's ``ds_shape`` / ``ds_id`` and weights only
+inside a forward (DeepSpeed gathers them, also across modules while the engine runs) or under `gathered_parameters`
+(`numadapter.zero`); saving must run on every rank (``Trainer.save_model`` does), and the DeepSpeed config must set
 ``zero_optimization.stage3_gather_16bit_weights_on_model_save = true``, otherwise the Trainer saves the adapter from
 an empty state dict (only its DeepSpeed checkpoint holds the weights); `check_deepspeed_config` refuses that.
 Merging LoRA into the base (``merge_and_unload``) is not supported by PEFT under ZeRO-3: export from the saved
@@ -88,13 +88,6 @@ class LaunchInfo:
     def cpu_distributed(self) -> bool:
         """Whether this is a multi-process run without an accelerator (the case that needs fixing)."""
         return self.launched and not self.has_accelerator
-
-    @property
-    def zero_stage(self) -> int | None:
-        """The DeepSpeed ZeRO stage, or None without DeepSpeed."""
-        if self.deepspeed_config is None:
-            return None
-        return int(self.deepspeed_config.get("zero_optimization", {}).get("stage", 0))
 
 
 def _env_int(environ: Mapping[str, str], name: str, default: int) -> int:

@@ -1,4 +1,4 @@
-"""Merge-and-export: one self-contained directory per trained adapter (DESIGN.md points 6 and 12).
+"""Merge-and-export: one self-contained directory per trained adapter (docs/DESIGN.md, "Export owns its directory").
 
 An export directory holds
 

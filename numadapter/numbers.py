@@ -1,9 +1,9 @@
 """Exact numbers in text: ``find_numbers``, ``ExactNumber`` and ``NumberSpan``.
 
-Every number is kept as digit strings (sign, integer digits, fraction digits) from the moment it is read until
-the encodings turn it into features, so a 400-digit integer or a 30-digit fraction is never rounded through
-float64 (DESIGN.md, decision 1). Exponents are applied by shifting the decimal point in the digit string.
-``Decimal`` is used only by ``ExactNumber.to_decimal`` and to read ``Decimal`` inputs.
+Every number is kept as digit strings (sign, integer digits, fraction digits) from the moment it is read until the
+encodings turn it into features, so a 400-digit integer or a 30-digit fraction is never rounded through float64
+(docs/DESIGN.md, "Numbers are exact until the last moment"). Exponents are applied by shifting the decimal point in the
+digit string. ``Decimal`` is used only by ``ExactNumber.to_decimal`` and to read ``Decimal`` inputs.
 
 ``find_numbers`` is one pass of one compiled regular expression (``_NUMBER_RE``) plus cheap post-processing
 per match; text with non-ASCII digits gets one more pass per digit script present. It never raises on a ``str``.

@@ -1,4 +1,4 @@
-"""Recipes: one YAML file mapped onto the dataclasses of the Python API (STYLE.md: TRL scripts, torchtune configs).
+"""Recipes: one YAML file mapped onto the dataclasses of the Python API (docs/DESIGN.md, "Conventions").
 
 A recipe has up to six sections; each maps onto one dataclass, and every key must be a field of it:
 

@@ -1,6 +1,6 @@
 """Trainer checkpoints without pickles: optimizer, scheduler, scaler and RNG state as safetensors + JSON.
 
-DESIGN.md point 12, "safe to load". A `transformers.Trainer` checkpoint holds, next to the adapter weights
+docs/DESIGN.md, "Safe to load". A `transformers.Trainer` checkpoint holds, next to the adapter weights
 (``adapter_model.safetensors``, written by ``PeftModel.save_pretrained``), five pickles: ``training_args.bin``
 (``torch.save`` of the whole `TrainingArguments` object), ``optimizer.pt``, ``scheduler.pt``, ``scaler.pt`` and
 ``rng_state[_<rank>].pth``. `SafeCheckpointMixin` (used by both numadapter trainers) writes these instead:

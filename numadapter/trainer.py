@@ -1,6 +1,6 @@
 """`NumberSFTTrainer` (causal LMs, on `trl.SFTTrainer`) and `NumberSeq2SeqTrainer` (T5, on `Seq2SeqTrainer`).
 
-DESIGN.md point 8, "own the loss path". Both trainers
+docs/DESIGN.md, "Own the loss path". Both trainers
 
 - tokenize text datasets with the `NumberTokenizer` (`numadapter.data.prepare_dataset`: plain text, prompt-completion,
   messages) and collate them with `numadapter.collator.NumberDataCollator`, so the number tensors stay aligned
@@ -24,10 +24,10 @@ DESIGN.md point 8, "own the loss path". Both trainers
   TensorBoard / W&B when enabled;
 - save checkpoints through `PeftModel.save_pretrained` (``Trainer._save`` does so for a ``PeftModel``: the LoRA
   weights, the [NUM] rows and the number modules in ``adapter_model.safetensors``) plus the `NumberTokenizer`
-  (tokenizer files + ``number_tokenizer_config.json``); resuming loads them back with ``PeftModel.load_adapter``.
-  The rest of a checkpoint is safetensors + JSON too (DESIGN.md point 12, `numadapter.safe_checkpoint`): training
-  arguments, optimizer, scheduler, scaler and RNG state, read back on resume without unpickling (DeepSpeed's and
-  FSDP's own checkpoint files are the exception).
+  (tokenizer files + ``number_tokenizer_config.json``); resuming loads them back with ``PeftModel.load_adapter``. The
+  rest of a checkpoint is safetensors + JSON too (docs/DESIGN.md, "Safe to load"; `numadapter.safe_checkpoint`):
+  training arguments, optimizer, scheduler, scaler and RNG state, read back on resume without unpickling (DeepSpeed's
+  and FSDP's own checkpoint files are the exception).
 """
 
 from __future__ import annotations

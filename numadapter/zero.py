@@ -1,11 +1,12 @@
 """Parameters that may be DeepSpeed ZeRO-3 partitioned: their full shape, their identity, and gathering them.
 
-DESIGN.md point 10. Under ZeRO-3 every parameter is *partitioned*: each rank keeps a slice in ``param.ds_tensor`` and
-the Parameter itself holds an empty tensor (``param.shape == (0,)``, ``param.numel() == 0``, ``data_ptr() == 0``)
-except while a module's forward runs (DeepSpeed gathers it) or inside ``deepspeed.zero.GatheredParameters``. This
-happens from the start when the base model is loaded under ``deepspeed.zero.Init`` (transformers does that in
-``from_pretrained`` whenever a ZeRO-3 ``HfDeepSpeedConfig`` is alive, e.g. after ``TrainingArguments(deepspeed=...)``
-or with accelerate's ``zero3_init_flag: true``), and from ``deepspeed.initialize`` on otherwise.
+docs/DESIGN.md, "ZeRO-3 safe". Under ZeRO-3 every parameter is *partitioned*: each rank keeps a slice in
+``param.ds_tensor`` and the Parameter itself holds an empty tensor (``param.shape == (0,)``, ``param.numel() == 0``,
+``data_ptr() == 0``) except while a module's forward runs (DeepSpeed gathers it) or inside
+``deepspeed.zero.GatheredParameters``. This happens from the start when the base model is loaded under
+``deepspeed.zero.Init`` (transformers does that in ``from_pretrained`` whenever a ZeRO-3 ``HfDeepSpeedConfig`` is
+alive, e.g. after ``TrainingArguments(deepspeed=...)`` or with accelerate's ``zero3_init_flag: true``), and from
+``deepspeed.initialize`` on otherwise.
 
 DeepSpeed marks such a parameter with attributes numadapter reads instead of the tensor:
 

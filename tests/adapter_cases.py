@@ -14,6 +14,7 @@ import tiny
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from numadapter import toy
 from numadapter.config import NumberAdapterConfig
 from numadapter.mapping import get_peft_model
 from numadapter.tokenization import NumberTokenizer
@@ -53,7 +54,7 @@ class Store:
     def tokenizer(self, kind: str):
         if kind not in self._tokenizers:
             path = os.path.join(self.root, f"tok-{kind}")
-            tiny.build_tokenizer(kind, path)
+            toy.build_tokenizer(kind, path)
             self._tokenizers[kind] = path
         return AutoTokenizer.from_pretrained(self._tokenizers[kind])
 
@@ -84,7 +85,7 @@ def build_other(family: str, path: str, vocab: int, tie: bool, hidden: int) -> N
     """Tiny random Mistral / Qwen2 (Llama-shaped: 4 heads, 2 kv heads), saved to `path`."""
     from transformers import MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
-    spec = tiny.CONFIGS["digits"]
+    spec = toy.CONFIGS["digits"]
     common = dict(
         vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=LAYERS,
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256, tie_word_embeddings=tie,

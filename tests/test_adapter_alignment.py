@@ -1,5 +1,6 @@
-"""Alignment of hidden states, labels and number tensors (DESIGN.md point 3), pinned with hand-made tensors and,
-end to end, with the real models: a number influences exactly the positions it should."""
+"""Alignment of hidden states, labels and number tensors, pinned with hand-made tensors and, end to end, with the
+real models: a number influences exactly the positions it should (docs/DESIGN.md, "One function owns each
+alignment")."""
 
 from __future__ import annotations
 

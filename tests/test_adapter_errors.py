@@ -1,4 +1,4 @@
-"""Bad input never corrupts silently (DESIGN.md point 11): every misuse gets an error naming value and fix."""
+"""Every misuse gets an error naming value and fix (docs/DESIGN.md, "Bad input never corrupts silently")."""
 
 from __future__ import annotations
 

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import numadapter.collator
+from numadapter import toy
 from numadapter.collator import NumberDataCollator, safe_slice
 from numadapter.config import NumberAdapterConfig
 from numadapter.data import detect_format, prepare_dataset
@@ -25,7 +26,7 @@ SIDES = ("num_mask", "num_digits", "num_sign", "num_values")
 
 @functools.cache
 def base_tokenizer(kind: str):
-    return tiny.build_tokenizer(kind, tempfile.mkdtemp(prefix=f"collator-{kind}-"))
+    return toy.build_tokenizer(kind, tempfile.mkdtemp(prefix=f"collator-{kind}-"))
 
 
 def make(kind: str = "digits", encoding: str = "fone", **settings) -> NumberTokenizer:

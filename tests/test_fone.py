@@ -17,7 +17,6 @@ from numadapter.encodings.fone import (
     fone_feature_size,
     fone_features,
     fone_features_from_digits,
-    fone_periods,
 )
 from numadapter.numbers import ExactNumber, NumberOutOfRangeError
 
@@ -75,10 +74,7 @@ def test_example_3_6_by_hand():
     assert fone_features([4], 1, 2, dtype=torch.float64).dtype == torch.float64
 
 
-def test_layout_periods_and_size():
-    assert fone_periods(1, 2) == [Fraction(1, 10), Fraction(1), Fraction(10)]
-    assert fone_periods(1, 1, (2, 10)) == [Fraction(1, 5), Fraction(2), Fraction(1), Fraction(10)]
-    assert fone_periods(2, 0, (2, 5, 10)) == [2, 20, 5, 50, 10, 100]
+def test_layout_size():
     assert fone_feature_size(8, 4) == 24
     assert fone_feature_size(8, 4, (2, 5, 10)) == 72
     assert fone_feature_size(8, 4, (10,), sign_feature=True) == 25

@@ -12,10 +12,10 @@ encoding and tokenizer: ``pytest -m slow tests/test_lossless.py`` (skipped unles
 from __future__ import annotations
 
 import pytest
-import tiny
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from numadapter import toy
 from numadapter.config import NumberAdapterConfig
 from numadapter.numbers import ExactNumber, find_numbers
 from numadapter.tokenization import NumberTokenizer
@@ -37,7 +37,7 @@ def ntoks(tmp_path_factory):
     out = {}
     for kind in KINDS:
         for name, (encoding, extra) in ENCODINGS.items():
-            tok = tiny.build_tokenizer(kind, root / f"{kind}-{name}")
+            tok = toy.build_tokenizer(kind, root / f"{kind}-{name}")
             out[kind, name] = NumberTokenizer(
                 tok, NumberAdapterConfig(encoding=encoding, int_digits=6, frac_digits=3, **extra)
             )

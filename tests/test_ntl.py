@@ -18,7 +18,6 @@ from transformers import PreTrainedTokenizerFast
 from numadapter.ntl import (
     KINDS,
     NTLoss,
-    PlaceValueNTL,
     cross_entropy_and_ntl,
     digit_ntl,
     number_vocab,
@@ -82,7 +81,6 @@ def test_number_vocab_digit_level(tok: PreTrainedTokenizerFast) -> None:
     assert vocab.token_ids == (*range(2, 12), 13, 14)
     assert vocab.values == (*range(10), 3, 7)
     assert vocab.groups == (0,) * 10 + (1, 2)
-    assert vocab.point_ids == (ID["."],)
 
 
 def test_number_vocab_multi_digit(tok: PreTrainedTokenizerFast) -> None:
@@ -103,8 +101,9 @@ def test_no_number_tokens_is_a_clear_error() -> None:
 
 @pytest.mark.parametrize("kind", ["digits", "llama3", "t5"])
 def test_tiny_tokenizers_map_and_are_not_mutated(kind: str, tmp_path) -> None:
-    tiny = pytest.importorskip("tiny")
-    tokenizer = tiny.build_tokenizer(kind, tmp_path)
+    from numadapter import toy
+
+    tokenizer = toy.build_tokenizer(kind, tmp_path)
     before = (len(tokenizer), tokenizer.get_vocab(), str(tokenizer.added_tokens_decoder),
               tokenizer.backend_tokenizer.to_str())  # fmt: skip
     multi = NTLoss(tokenizer, digit_level=False)
@@ -256,12 +255,12 @@ def test_values_beyond_float32_stay_exact() -> None:
     assert NTLoss(tokenizer, "mae", digit_level=False)(*one(row(2, width=4), 3)).item() == 1.0
 
 
-def test_number_mask(tok) -> None:
+def test_scored_positions(tok) -> None:
     labels = torch.tensor([[ID["a"], d(4), -100, ID["12"], ID["\u25813"], V + 2]])
     expected = torch.tensor([[False, True, False, False, True, False]])
-    assert torch.equal(NTLoss(tok).number_mask(labels), expected)
+    assert torch.equal(NTLoss(tok).slots(labels) >= 0, expected)
     expected[0, 3] = True
-    assert torch.equal(NTLoss(tok, digit_level=False).number_mask(labels), expected)
+    assert torch.equal(NTLoss(tok, digit_level=False).slots(labels) >= 0, expected)
 
 
 def test_prefixed_tokens_are_numbers(tok) -> None:
@@ -370,7 +369,7 @@ def test_bad_inputs(tok) -> None:
 
 
 CASES = [("was", False, NTLoss), ("was-cdf", True, NTLoss), ("mse", False, NTLoss), ("mae", True, NTLoss),
-         ("huber", False, NTLoss), ("gce", False, NTLoss), ("was", True, PlaceValueNTL)]  # fmt: skip
+         ("huber", False, NTLoss), ("gce", False, NTLoss)]  # fmt: skip
 
 
 @pytest.mark.parametrize(("kind", "reweigh", "cls"), CASES)
@@ -425,46 +424,6 @@ def test_fused_without_ntl_bf16_and_no_numbers(tok) -> None:
         cross_entropy_and_ntl(x, labels, NTLoss(tok, reduction="none"))
     with pytest.raises(ValueError, match="ignore_index"):
         cross_entropy_and_ntl(x, labels, NTLoss(tok), ignore_index=0)
-
-
-# ---------------------------------------------------------------------------------------------------- place value
-
-
-def test_place_value_weights_by_hand(tok) -> None:
-    labels = torch.tensor([[ID["a"], d(1), d(2), d(3), ID["b"], d(4), ID["."], d(5), ID["\u25813"], -100]])
-    # "123": 100/111, 10/111, 1/111 ; "4.5" joined: 10/11, 1/11 (the "." gets 0) ; "\u25813" starts a new number: 1
-    expected = torch.tensor([[0, 100 / 111, 10 / 111, 1 / 111, 0, 10 / 11, 0, 1 / 11, 1, 0]])
-    torch.testing.assert_close(PlaceValueNTL(tok).place_weights(labels), expected)
-    split = torch.tensor([[0, 100 / 111, 10 / 111, 1 / 111, 0, 1, 0, 1, 1, 0]])
-    torch.testing.assert_close(PlaceValueNTL(tok, join_decimal_point=False).place_weights(labels), split)
-    flat = torch.tensor([[0, 1 / 3, 1 / 3, 1 / 3, 0, 1 / 2, 0, 1 / 2, 1, 0]])
-    torch.testing.assert_close(PlaceValueNTL(tok, base=1).place_weights(labels), flat)
-    # base 2, three digits: 4/7, 2/7, 1/7
-    torch.testing.assert_close(PlaceValueNTL(tok, base=2).place_weights(labels)[0, 1:4], torch.tensor([4, 2, 1]) / 7)
-    # batch rows never join: row 0 ends with "7", row 1 starts with "8" -> two one-digit numbers
-    rows = torch.tensor([[ID["a"], d(7)], [d(8), ID["a"]]])
-    torch.testing.assert_close(PlaceValueNTL(tok).place_weights(rows), torch.tensor([[0.0, 1.0], [1.0, 0.0]]))
-
-
-def test_place_value_loss_by_hand(tok) -> None:
-    # every position predicts "0" with certainty, so each digit's was loss is its own value y
-    labels = torch.tensor([[ID["a"], d(1), d(2), d(3), ID["b"], d(4), ID["."], d(5), ID["\u25813"], -100]])
-    logits = row(d(0)).expand(1, 10, V)
-    # numbers: (100*1 + 10*2 + 1*3)/111 = 123/111 ; (10*4 + 1*5)/11 = 45/11 ; 3 ; mean over the 3 numbers
-    expected = (123 / 111 + 45 / 11 + 3) / 3
-    assert PlaceValueNTL(tok)(logits, labels).item() == pytest.approx(expected, rel=1e-6)
-    assert PlaceValueNTL(tok, base=1)(logits, labels).item() == pytest.approx((2 + 4.5 + 3) / 3, rel=1e-6)
-    ce, n = cross_entropy_and_ntl(logits, labels, PlaceValueNTL(tok))
-    assert n.item() == pytest.approx(expected, rel=1e-6)
-
-
-def test_place_value_bad_options(tok) -> None:
-    with pytest.raises(ValueError, match="digit"):
-        PlaceValueNTL(tok, digit_level=False)
-    with pytest.raises(ValueError, match="base"):
-        PlaceValueNTL(tok, base=0.5)
-    with pytest.raises(ValueError, match=r"\[B, T\]"):
-        PlaceValueNTL(tok)(torch.zeros(4, V), torch.zeros(4, dtype=torch.long))
 
 
 # ---------------------------------------------------------------------------------------------------- digit head

@@ -15,6 +15,7 @@ from peft import LoraConfig
 from transformers import TrainerCallback, TrainerControl, TrainerState
 from trl import SFTConfig, SFTTrainer
 
+from numadapter import toy
 from numadapter.callbacks import NumberLossCallback, ntl_loss_func
 
 DIGITS = "0123456789"
@@ -23,7 +24,7 @@ DIGITS = "0123456789"
 @pytest.fixture(scope="module")
 def assets(tmp_path_factory):
     root = tmp_path_factory.mktemp("ntl")
-    tokenizer = tiny.build_tokenizer("digits", root / "tok")
+    tokenizer = toy.build_tokenizer("digits", root / "tok")
     tiny.build_model("llama", root / "model", len(tokenizer), hidden_size=32, tokenizer_kind="digits")
     return tokenizer, str(root / "model")
 
@@ -184,7 +185,7 @@ def test_multi_digit_tokenizer_warns_that_digit_level_ntl_is_zero(tmp_path):
     """Llama-3-style tokens ("123"): digit_level=True gives NTL 0 on such numbers, and ntl_loss_func says so."""
     import warnings
 
-    tokenizer = tiny.build_tokenizer("llama3", tmp_path / "llama3")
+    tokenizer = toy.build_tokenizer("llama3", tmp_path / "llama3")
     ids = tokenizer(["It is 12 and 56."])["input_ids"]  # "12", "56": two-digit tokens
     labels = torch.tensor(ids)
     logits = torch.randn(1, labels.shape[1], len(tokenizer), generator=torch.Generator().manual_seed(0))

@@ -37,8 +37,10 @@ ZERO3 = {"zero_optimization": {"stage": 3, "stage3_gather_16bit_weights_on_model
 def paths(tmp_path_factory):
     import tiny
 
+    from numadapter import toy
+
     root = tmp_path_factory.mktemp("qlora")
-    tokenizer = tiny.build_tokenizer("digits", root / "tok")
+    tokenizer = toy.build_tokenizer("digits", root / "tok")
     tiny.build_model("llama", root / "model", len(tokenizer), tie=False, hidden_size=64, layers=2, heads=4)
     return root
 

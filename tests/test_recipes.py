@@ -8,12 +8,12 @@ import re
 import shlex
 
 import pytest
-import tiny
 import torch
 import yaml
 from transformers import Seq2SeqTrainingArguments
 from trl import SFTConfig
 
+from numadapter import toy
 from numadapter.config import NumberAdapterConfig
 from numadapter.encodings.xval import XValEmbedding
 from numadapter.heads.regression import RegressionHead
@@ -201,7 +201,7 @@ def test_xval_recipe_carries_the_sign_in_the_value(tmp_path):
     """xVal (paper): the sign is part of the value, so "-3.5" reaches the embedding and the head's target signed."""
     config = load_recipe(os.path.join(ROOT, "recipes", "granite", "xval_lora.yaml")).adapter
     assert config.encoding == "xval" and config.sign_policy == "feature"
-    ntok = NumberTokenizer(tiny.build_tokenizer("llama3", tmp_path / "tok"), config)
+    ntok = NumberTokenizer(toy.build_tokenizer("llama3", tmp_path / "tok"), config)
     enc = ntok("it is -3.5 now", add_special_tokens=False)
     t = enc["input_ids"].index(ntok.num_token_id)
     assert "-" not in ntok.decode(enc["input_ids"][:t])  # the minus sign is inside [NUM], not a text token

@@ -1,4 +1,4 @@
-"""Checks of the tiny test tokenizers and models in `tests/tiny.py` (everything else builds on them)."""
+"""Checks of the tiny test tokenizers (`numadapter.toy`) and models (`tests/tiny.py`) the other tests build on."""
 
 from __future__ import annotations
 
@@ -6,14 +6,16 @@ import pytest
 import tiny
 import torch
 
+from numadapter import toy
+
 
 @pytest.fixture(scope="module")
 def tokenizers(tmp_path_factory):
     root = tmp_path_factory.mktemp("tok")
-    return {kind: tiny.build_tokenizer(kind, root / kind) for kind in tiny.TOKENIZER_KINDS}
+    return {kind: toy.build_tokenizer(kind, root / kind) for kind in toy.TOKENIZER_KINDS}
 
 
-@pytest.mark.parametrize("kind", tiny.TOKENIZER_KINDS)
+@pytest.mark.parametrize("kind", toy.TOKENIZER_KINDS)
 def test_every_digit_is_one_token(tokenizers, kind):
     tok = tokenizers[kind]
     for digit in "0123456789":
@@ -22,9 +24,9 @@ def test_every_digit_is_one_token(tokenizers, kind):
         assert tok.convert_ids_to_tokens(token_id) == digit
 
 
-@pytest.mark.parametrize("kind", tiny.TOKENIZER_KINDS)
+@pytest.mark.parametrize("kind", toy.TOKENIZER_KINDS)
 def test_special_tokens_match_spec(tokenizers, kind):
-    tok, spec = tokenizers[kind], tiny.CONFIGS[kind]
+    tok, spec = tokenizers[kind], toy.CONFIGS[kind]
     assert tok.eos_token_id == spec.eos_token_id
     assert tok.pad_token_id == spec.pad_token_id
     assert tok.bos_token_id == spec.bos_token_id
@@ -78,7 +80,7 @@ def test_t5_round_trip_collapses_space_runs(tokenizers):
 
 def test_unknown_kind_is_refused(tmp_path):
     with pytest.raises(ValueError, match="bpe"):
-        tiny.build_tokenizer("bpe", tmp_path)
+        toy.build_tokenizer("bpe", tmp_path)
 
 
 def _logits(model, ids):

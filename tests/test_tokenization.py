@@ -7,18 +7,18 @@ import pickle
 import re
 
 import pytest
-import tiny
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
+from numadapter import toy
 from numadapter.config import NumberAdapterConfig
 from numadapter.numbers import ExactNumber, NumberOutOfRangeError
 from numadapter.tokenization import CONFIG_NAME, NumberTokenizer, render_number
 
-KINDS = tiny.TOKENIZER_KINDS
+KINDS = toy.TOKENIZER_KINDS
 ENCODINGS = [
     ("fone", {}),
     ("xval", {"sign_policy": "feature", "xval_clip": 1e12}),
@@ -30,7 +30,7 @@ ENCODINGS = [
 def make(kind: str, tmp_path, encoding: str = "fone", **settings) -> NumberTokenizer:
     settings.setdefault("int_digits", 4)
     settings.setdefault("frac_digits", 2)
-    tok = tiny.build_tokenizer(kind, tmp_path / f"tok-{kind}")
+    tok = toy.build_tokenizer(kind, tmp_path / f"tok-{kind}")
     return NumberTokenizer(tok, NumberAdapterConfig(encoding=encoding, **settings))
 
 
@@ -291,7 +291,7 @@ def test_marker_token_is_added_once(tmp_path):
 
 
 def test_config_bound_to_another_tokenizer_is_refused(tmp_path):
-    tok = tiny.build_tokenizer("t5", tmp_path)
+    tok = toy.build_tokenizer("t5", tmp_path)
     with pytest.raises(ValueError, match="num_token_id=5 but this tokenizer gives 700"):
         NumberTokenizer(tok, NumberAdapterConfig(encoding="fone", num_token_id=5))
 
@@ -393,7 +393,7 @@ def lossless_tokenizers(tmp_path_factory):
     out = {}
     for kind in ("digits", "llama3"):
         for i, (encoding, extra) in enumerate(ENCODINGS):
-            tok = tiny.build_tokenizer(kind, root / f"{kind}-{i}")
+            tok = toy.build_tokenizer(kind, root / f"{kind}-{i}")
             out[kind, i] = NumberTokenizer(
                 tok, NumberAdapterConfig(encoding=encoding, int_digits=6, frac_digits=3, **extra)
             )
@@ -430,7 +430,7 @@ _T5: dict[str, NumberTokenizer] = {}
 
 def _t5_fone(tmp_path_factory) -> NumberTokenizer:
     if "fone" not in _T5:
-        tok = tiny.build_tokenizer("t5", tmp_path_factory.mktemp("t5"))
+        tok = toy.build_tokenizer("t5", tmp_path_factory.mktemp("t5"))
         _T5["fone"] = NumberTokenizer(tok, NumberAdapterConfig(encoding="fone", int_digits=6, frac_digits=3))
     return _T5["fone"]
 
@@ -440,7 +440,7 @@ def test_attributes_forward_to_the_wrapped_tokenizer(tmp_path):
     ntok = make("llama3", tmp_path)
     ntok.padding_side = "left"
     assert ntok.tokenizer.padding_side == "left" and "padding_side" not in vars(ntok)
-    assert ntok.pad_token_id == tiny.CONFIGS["llama3"].pad_token_id
+    assert ntok.pad_token_id == toy.CONFIGS["llama3"].pad_token_id
     batch = ntok(["a 1", "bb 22 c"], padding=True, return_tensors="pt")
     assert batch["input_ids"][0, 0] == ntok.pad_token_id and batch["num_mask"][0, -1] == 1
 

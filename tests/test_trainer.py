@@ -347,7 +347,8 @@ def test_resume_gives_the_same_losses_and_checkpoints_hold_number_modules(store,
     checkpoint = tmp_path / "out" / "checkpoint-3"
     files = {path.relative_to(checkpoint).as_posix() for path in checkpoint.rglob("*") if path.is_file()}
     assert SAFE_STATE <= files, sorted(files)
-    assert not [name for name in files if name.endswith(PICKLE_SUFFIXES)], sorted(files)  # DESIGN.md point 12
+    # docs/DESIGN.md, "Safe to load"
+    assert not [name for name in files if name.endswith(PICKLE_SUFFIXES)], sorted(files)
     args = json.loads((checkpoint / "training_args.json").read_text())
     assert args["save_steps"] == 3 and args["max_steps"] == 6
     saved = load_file(str(checkpoint / "adapter_model.safetensors"))

@@ -250,7 +250,10 @@ def test_init_direction_matches_reference_rms():
 
 
 def test_design_point_5_rmsnorm_erases_multiplicative_scale():
-    """DESIGN.md point 5: after an RMSNorm x*e is the same vector for x = 2 and x = 3; e + x*u is not."""
+    """After an RMSNorm x*e is the same vector for x = 2 and x = 3; e + x*u is not.
+
+    docs/DESIGN.md, "Pre-RMSNorm models erase multiplicative scale".
+    """
     h = 16
     torch.manual_seed(0)
     norm = LlamaRMSNorm(h, eps=1e-6)

@@ -45,9 +45,9 @@ def partition(model: LlamaForCausalLM, tie: bool) -> None:
 
 @pytest.fixture(scope="module")
 def tokenizer(tmp_path_factory):
-    import tiny
+    from numadapter import toy
 
-    return tiny.build_tokenizer("digits", tmp_path_factory.mktemp("tok"))
+    return toy.build_tokenizer("digits", tmp_path_factory.mktemp("tok"))
 
 
 def test_full_shape_reads_ds_shape_of_a_partition():

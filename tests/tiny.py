@@ -1,22 +1,11 @@
-"""Tiny tokenizers and models for tests: built locally, saved with `save_pretrained`, loaded back.
+"""Tiny random-init models for tests: built locally, saved with `save_pretrained`, loaded back.
 
-The tokenizers come from `numadapter.toy` (shared with the demo and the benchmarks).
+The tokenizers come from `numadapter.toy` (``toy.build_tokenizer(kind, path)``, kinds ``"digits"``, ``"llama3"`` and
+``"t5"``; its docstring lists their special tokens); tests import them from there. Nothing is downloaded. Models are
+random-init (seeded) Llama / Granite / T5 configurations, saved and reloaded with `from_pretrained` so the real
+loading code is exercised.
 
-Nothing is downloaded. Tokenizers are trained with the `tokenizers` library on a deterministic built-in corpus of
-English-like sentences full of numbers; models are random-init (seeded) Llama / Granite / T5 configurations. Both go
-through `save_pretrained` + `from_pretrained` so the real loading code is exercised.
-
-Tokenizer kinds (`build_tokenizer(kind, path)`):
-    - ``"digits"``: byte-level BPE, every digit its own token (``Digits(individual_digits=True)``), Llama-2-like
-      special tokens: ``<unk>`` 0, ``<s>`` 1 (bos, prepended), ``</s>`` 2 (eos), ``<pad>`` 3.
-    - ``"llama3"``: byte-level BPE with Llama 3's split regex, so digit runs are split in groups of 1-3 and the vocab
-      holds multi-digit pieces ("12", "345", ...). ``<|begin_of_text|>`` (bos, prepended), ``<|end_of_text|>``
-      (eos), ``<|finetune_right_pad_id|>`` (pad; real Llama 3 has none, tests need one).
-    - ``"t5"``: SentencePiece-style Unigram with a Metaspace ("\u2581") pre-tokenizer and decoder; ``<pad>`` 0 (also
-      the decoder start token), ``</s>`` 1 (eos, appended), ``<unk>`` 2; no bos. Its normaliser collapses runs of
-      spaces, so like real T5 its own round trip is lossy on whitespace runs and unknown characters.
-
-Every digit 0-9 is a single token in every kind. Model families (`build_model(family, path, vocab_size)`):
+Model families (`build_model(family, path, vocab_size)`):
 ``"llama"``, ``"granite"`` (non-trivial embedding/residual/attention multipliers and logits scaling) and ``"t5"``.
 
 Transformers 5.x note on ties: `T5Config` always sets ``tie_word_embeddings=True``; passing ``False`` only turns
@@ -34,15 +23,7 @@ from typing import Any
 import torch
 from transformers import PreTrainedTokenizerFast
 
-from numadapter.toy import (  # noqa: F401  (re-exported for tests)
-    CONFIGS,
-    LLAMA3_SPLIT,
-    TOKENIZER_KINDS,
-    TokenizerSpec,
-    build_tokenizer,
-    corpus,
-    train_tokenizer,
-)
+from numadapter.toy import CONFIGS, build_tokenizer
 
 MODEL_FAMILIES = ("llama", "granite", "t5")
 

@@ -13,6 +13,8 @@ measures its sides in one run (interleaved repetitions in rotating order) and pr
   (``python -m eval_harness.bench.generate_speed``).
 - ``train_throughput``: training throughput from scratch, FoNE vs digit-wise vs subword (FoNE Table 1: time per
   epoch) (``python -m eval_harness.bench.train_throughput``).
+- ``import_time``: ``import numadapter`` vs loading every public name, in fresh interpreters; not in the aggregate
+  runner (``python -m eval_harness.bench.import_time``).
 
 All at once, with ``bench.json`` and ``bench.md`` (headline ratios against their targets, machine info):
 ``python -m eval_harness.bench [--out eval_harness/results/bench] [--quick] [--only table_tokens,train_step]

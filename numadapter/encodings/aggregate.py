@@ -1,6 +1,6 @@
 """Digit aggregation: a weighted sum of digit embeddings, as an [AGG] input token and as an auxiliary loss.
 
-Implements "How to Leverage Digit Embeddings to Represent Numbers?" (shared/papers/digit-aggregation-paper.txt):
+Implements "How to Leverage Digit Embeddings to Represent Numbers?" (docs/papers.md, "Digit aggregation"):
 
 - Section 3, equation 1: the aggregate of a number with digits ``d_1 .. d_N`` (most significant first) is
   ``a = sum_i w_i * E[d_i]`` with ``w_i = 2^(N-i) * 3(N+1-i)(N+2-i) / (N(N+1)(N+2))`` (`aggregation_weights`).

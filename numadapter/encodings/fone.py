@@ -1,7 +1,7 @@
 """Fourier Number Embedding (FoNE): exact features from digits, an exact decoder, and the input-side module.
 
 Implements Zhou et al., "FoNE: Precise Single-Token Number Embeddings via Fourier Features" (2025,
-``shared/papers/fone-paper.txt``):
+docs/papers.md, "FoNE"):
 
 - Definition 3.1 (circular embedding): ``phi(x, T) = (cos(2*pi*x/T), sin(2*pi*x/T))``.
 - Definition 3.2 / Algorithm 1: ``FoNE(x, m, n) = [phi(x, T_i)]`` for ``i = -n+1 ... m`` (ascending), ``T_i = 10^i``,
@@ -47,7 +47,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from decimal import Decimal
-from fractions import Fraction
 
 import torch
 import torch.nn.functional as F
@@ -78,12 +77,6 @@ def fone_feature_size(
     """Width F of the FoNE feature vector: ``2 * len(bases) * (int_digits + frac_digits)`` (+1 with a sign)."""
     bases = _check_layout(int_digits, frac_digits, bases)
     return 2 * len(bases) * (int_digits + frac_digits) + int(sign_feature)
-
-
-def fone_periods(int_digits: int, frac_digits: int, bases: Sequence[int] = (10,)) -> list[Fraction]:
-    """The period of each (cos, sin) pair, in feature order: ``b * 10^(i-1)`` for each base, ``i = -n+1 ... m``."""
-    bases = _check_layout(int_digits, frac_digits, bases)
-    return [b * Fraction(10) ** (i - 1) for b in bases for i in range(-frac_digits + 1, int_digits + 1)]
 
 
 def _float_dtype(device: torch.device) -> torch.dtype:

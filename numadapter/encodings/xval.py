@@ -1,14 +1,14 @@
 """xVal input encoding: the [NUM] embedding carries the (normalised) value of its number.
 
 Implements the encoding of Golkar et al., "xVal: A Continuous Number Encoding for Large Language Models"
-(shared/papers/xval-paper.txt), section 2:
+(docs/papers.md, "xVal"), section 2:
 
 - **multiplicative** (the paper): ``h_emb = h_num * h_text``, i.e. the [NUM] row becomes ``x_norm * e[NUM]``.
-- **affine** (numadapter, DESIGN.md point 5): the [NUM] row becomes ``e[NUM] + x_norm * u`` with a learned direction
-  ``u``. The paper relies on an added absolute position vector before the first layer-norm ("Implicit
-  normalization via layer-norm"); pre-RMSNorm models with rotary or relative positions (Llama, Granite, Mistral,
-  Qwen2, T5) add none, so ``x * e`` normalises to ``sign(x) * e / rms(e)`` and the magnitude of x is erased. The
-  affine form keeps the value as a direction change that survives normalisation.
+- **affine** (numadapter; docs/DESIGN.md, "Pre-RMSNorm models erase multiplicative scale"): the [NUM] row becomes
+  ``e[NUM] + x_norm * u`` with a learned direction ``u``. The paper relies on an added absolute position vector before
+  the first layer-norm ("Implicit normalization via layer-norm"); pre-RMSNorm models with rotary or relative positions
+  (Llama, Granite, Mistral, Qwen2, T5) add none, so ``x * e`` normalises to ``sign(x) * e / rms(e)`` and the magnitude
+  of x is erased. The affine form keeps the value as a direction change that survives normalisation.
 
 Values are normalised before use: ``x_norm = (x - xval_center) / xval_scale`` must lie in ``[-xval_clip,
 xval_clip]`` (the paper normalises its data into [-5, 5] as a preprocessing step). A value outside is out of range
@@ -236,7 +236,9 @@ def _config_value(model_config: Any, name: str) -> Any:
 
 
 def resolve_xval_form(config_form: str, model_config: Any) -> str:
-    """Resolves ``xval_form="auto"`` to the form suited to an architecture (DESIGN.md point 5).
+    """Resolves ``xval_form="auto"`` to the form suited to an architecture.
+
+    Why: docs/DESIGN.md, "Pre-RMSNorm models erase multiplicative scale".
 
     ``"affine"`` for models whose embedding output goes straight into an RMS norm with no additive position vector
     (where ``x * e`` normalises to ``sign(x) * e`` and the value is lost), ``"multiplicative"`` (the paper's form)

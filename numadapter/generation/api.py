@@ -70,7 +70,7 @@ def check_number_tokenizer(ntok: Any, parts: AdapterParts) -> None:
             f"`number_tokenizer` must be a numadapter NumberTokenizer, got {type(ntok).__name__}: build it with "
             "NumberTokenizer(tokenizer, config) using the adapter's config."
         )
-    cfg = parts.config
+    cfg = parts.runtime.config
     mine = (ntok.config.encoding, ntok.config.aggregate, ntok.num_token_id, ntok.agg_token_id)
     theirs = (cfg.encoding, cfg.aggregate, cfg.num_token_id, cfg.agg_token_id)
     if mine != theirs:
@@ -169,7 +169,7 @@ def generate(
     parts = adapter_parts(model)
     check_number_tokenizer(number_tokenizer, parts)
     eos_ids, pad_id = special_ids(parts, eos_token_id, None, number_tokenizer)
-    encoder_decoder = parts.arch.is_encoder_decoder
+    encoder_decoder = parts.runtime.arch.is_encoder_decoder
     full_text = (not encoder_decoder) if return_full_text is None else bool(return_full_text)
     generator = None
     if do_sample and seed is not None:
@@ -201,7 +201,7 @@ def _generate_batch(
     full_text: bool,
     result: NumberGenerationOutput,
 ) -> None:
-    side = "right" if parts.arch.is_encoder_decoder else "left"
+    side = "right" if parts.runtime.arch.is_encoder_decoder else "left"
     batch = encode_prompts(ntok, prompts, loop.pad_id, side, parts.device)
 
     def decode(ids: list[int], number_texts: list[str]) -> str:
@@ -211,7 +211,7 @@ def _generate_batch(
     for row, prompt in enumerate(prompts):
         ids, numbers = tracker.tokens[row], tracker.numbers[row]
         generated = [n.text for n in numbers]
-        if parts.arch.is_encoder_decoder:
+        if parts.runtime.arch.is_encoder_decoder:
             completion = decode(ids, generated)
         else:
             prompt_texts = batch.number_texts[row] if parts.num_token_id is not None else []

@@ -68,7 +68,7 @@ def token_ids(value: int | Sequence[int] | None, name: str, vocab: int) -> list[
 
 def vocab_size(parts: AdapterParts) -> int:
     """Rows of the LM head (the ids a generated token can take)."""
-    return full_shape(base_weight(parts.inner.get_output_embeddings()))[0]
+    return full_shape(base_weight(parts.runtime.inner.get_output_embeddings()))[0]
 
 
 def special_ids(
@@ -88,7 +88,7 @@ def special_ids(
     """
     vocab = vocab_size(parts)
     if eos_token_id is None:
-        eos = parts.inner.generation_config.eos_token_id
+        eos = parts.runtime.inner.generation_config.eos_token_id
         if eos is None and tokenizer is not None:
             eos = tokenizer.eos_token_id
         eos_ids = token_ids(eos, "generation_config.eos_token_id", vocab)
@@ -98,7 +98,7 @@ def special_ids(
     if pad is None and tokenizer is not None:
         pad = tokenizer.pad_token_id
     if pad is None:
-        pad = parts.inner.generation_config.pad_token_id
+        pad = parts.runtime.inner.generation_config.pad_token_id
     if pad is None:
         pad = eos_ids[0] if eos_ids else 0
     pad = token_ids(pad, "pad_token_id", vocab)[0]
@@ -138,7 +138,7 @@ def loop_settings(
     [NUM] / [AGG] are never generated when the adapters are disabled (nothing could decode them), nor [AGG] with
     ``aggregate=True`` (its embedding is the aggregate of digits that follow it); `suppress` adds more ids.
     """
-    config, modules = parts.config, parts.modules
+    config, modules = parts.runtime.config, parts.runtime.modules
     suppressed = list(suppress)
     if modules is None:
         suppressed += [i for i in (config.num_token_id, config.agg_token_id) if i is not None]

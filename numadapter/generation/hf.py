@@ -131,12 +131,12 @@ def generate_for_tuner(tuner: Any, *args: Any, **kwargs: Any) -> Any:
         raise ValueError(f"model.generate needs input_ids as a [batch, length] tensor: {FIX}.")
     tokenizer = _number_tokenizer(kwargs.pop("tokenizer", None), parts)
     numbers, texts, tokenizer = _prompt_numbers(input_ids, given, number_texts, tokenizer)
-    gen = copy.deepcopy(kwargs.pop("generation_config", None) or parts.inner.generation_config)
+    gen = copy.deepcopy(kwargs.pop("generation_config", None) or parts.runtime.inner.generation_config)
     extra = gen.update(**kwargs)
     attention_mask = extra.pop("attention_mask", None)
     streamer = extra.pop("streamer", None)
     _check_options(gen, extra)
-    enc_dec = parts.arch.is_encoder_decoder
+    enc_dec = parts.runtime.arch.is_encoder_decoder
     eos_ids, pad_id = special_ids(parts, gen.eos_token_id, gen.pad_token_id, tokenizer)
     rows, row_tokenizer = _rows(input_ids, attention_mask, numbers, texts, pad_id, eos_ids, marker, config)
     tokenizer = tokenizer or row_tokenizer
@@ -269,7 +269,7 @@ def _check_options(gen: Any, extra: dict[str, Any]) -> None:
 
 def _loop(parts: AdapterParts, gen: Any, width: int, eos_ids: list[int], pad_id: int, tokenizer: Any):
     """The loop settings from a `GenerationConfig` (lengths as transformers counts them)."""
-    start = 1 if parts.arch.is_encoder_decoder else width  # tokens max_length / min_length count before new ones
+    start = 1 if parts.runtime.arch.is_encoder_decoder else width  # tokens max_length / min_length count first
     if gen.max_new_tokens is not None:
         max_new = gen.max_new_tokens
     elif gen.max_length is not None:
@@ -381,7 +381,7 @@ def _sequences(parts: AdapterParts, input_ids: torch.Tensor, generated: list[lis
     for b, row in enumerate(generated):
         new[b, : len(row)] = torch.tensor(row, dtype=torch.long)
     new = new.to(input_ids.device)
-    if parts.arch.is_encoder_decoder:
+    if parts.runtime.arch.is_encoder_decoder:
         start = decoder_start(parts, PromptBatch(input_ids, input_ids, {}, [], [], False))
         return torch.cat((start, new), dim=1)
     return torch.cat((input_ids, new), dim=1)

@@ -1,6 +1,7 @@
-"""The decode loop: KV cache, left padding, and numbers fed back through the side buffer (DESIGN.md point 9).
+"""The decode loop: KV cache, left padding, and numbers fed back through the side buffer.
 
-``model.generate`` cannot carry per-step side values, so numadapter runs its own loop:
+``model.generate`` cannot carry per-step side values, so numadapter runs its own loop (docs/DESIGN.md, "Own the
+decode loop"):
 
 1. **Prefill** through the public forward of the PEFT model (``model(**inputs)``: the number tensors are validated
    against the ids and the number features added at the prompt's [NUM] rows). Causal LMs: the left-padded prompt
@@ -30,14 +31,12 @@ from typing import Any
 import torch
 from transformers.modeling_outputs import BaseModelOutput
 
-from numadapter.config import NumberAdapterConfig
 from numadapter.generation.prompts import PromptBatch, position_ids
 from numadapter.generation.readout import NumberReader
 from numadapter.generation.sampling import TokenChooser
 from numadapter.generation.stopping import RowTracker
 from numadapter.numbers import NumberOutOfRangeError
-from numadapter.tuner.number_modules import NumberModules
-from numadapter.tuner.patches import Architecture, output_module
+from numadapter.tuner.patches import output_module
 from numadapter.tuner.runtime import NumberRuntime
 from numadapter.tuner.side_buffer import NumberInputs
 
@@ -62,28 +61,8 @@ class AdapterParts:
     num_token_id: int | None
 
     @property
-    def inner(self) -> torch.nn.Module:
-        """The transformers model inside the PEFT model (LoRA layers injected)."""
-        return self.runtime.inner
-
-    @property
-    def config(self) -> NumberAdapterConfig:
-        """The active adapter's `NumberAdapterConfig`."""
-        return self.runtime.config
-
-    @property
-    def modules(self) -> NumberModules | None:
-        """The active adapter's `NumberModules`, or None when the adapters are disabled."""
-        return self.runtime.modules
-
-    @property
-    def arch(self) -> Architecture:
-        """The architecture (causal or encoder-decoder)."""
-        return self.runtime.arch
-
-    @property
     def device(self) -> torch.device:
-        return self.inner.get_input_embeddings().weight.device
+        return self.runtime.inner.get_input_embeddings().weight.device
 
 
 @dataclass
@@ -125,7 +104,7 @@ class _Session:
         def capture(module: torch.nn.Module, args: tuple) -> None:
             captured.append(args[0])
 
-        handle = output_module(self.parts.inner).register_forward_pre_hook(capture) if self.with_head else None
+        handle = output_module(self.parts.runtime.inner).register_forward_pre_hook(capture) if self.with_head else None
         try:
             out = self.parts.model(**kwargs)
         finally:
@@ -136,14 +115,14 @@ class _Session:
     def _lean(self, side_name: str, side: NumberInputs | None, current: str | None, **kwargs) -> Step:
         """One step through the transformers model with the adapter's hooks and the side buffer armed."""
         parts = self.parts
-        if parts.modules is None:  # adapters disabled: the base model (LoRA off), no number modules
-            return Step(parts.inner(**kwargs).logits[:, -1], None)
+        if parts.runtime.modules is None:  # adapters disabled: the base model (LoRA off), no number modules
+            return Step(parts.runtime.inner(**kwargs).logits[:, -1], None)
         if not self.hooked:
             self.stack.enter_context(parts.runtime.hooks(capture_hidden=self.with_head))
             self.hooked = True
         sides = {side_name: side} if side is not None else {}
         with parts.runtime.step(sides, current) as buffer:
-            out = parts.inner(**kwargs)
+            out = parts.runtime.inner(**kwargs)
             hidden = buffer.hidden
         return Step(out.logits[:, -1], hidden)
 
@@ -201,7 +180,7 @@ class CausalUncached(_Session):
 
 def _zero_row(parts: AdapterParts, fed: torch.Tensor) -> NumberInputs:
     """A ``[B, 1]`` side row without numbers."""
-    places = parts.config.num_places
+    places = parts.runtime.config.num_places
     zeros = torch.zeros(fed.shape[0], 1, dtype=torch.long, device=fed.device)
     digits = torch.zeros(fed.shape[0], 1, places, dtype=torch.long, device=fed.device)
     return NumberInputs(mask=zeros, digits=digits, sign=zeros, values=zeros.float())
@@ -209,12 +188,12 @@ def _zero_row(parts: AdapterParts, fed: torch.Tensor) -> NumberInputs:
 
 def decoder_start(parts: AdapterParts, batch: PromptBatch) -> torch.Tensor:
     """``[B, 1]`` of the model's ``decoder_start_token_id`` (T5), on the device of ``batch.input_ids``."""
-    start = parts.inner.generation_config.decoder_start_token_id
+    start = parts.runtime.inner.generation_config.decoder_start_token_id
     if start is None:
-        start = parts.inner.config.decoder_start_token_id
+        start = parts.runtime.inner.config.decoder_start_token_id
     if start is None:
         raise ValueError(
-            f"{type(parts.inner).__name__} has no decoder_start_token_id (generation_config or config): set "
+            f"{type(parts.runtime.inner).__name__} has no decoder_start_token_id (generation_config or config): set "
             "model.generation_config.decoder_start_token_id (T5 uses the pad token id)."
         )
     return torch.full((batch.input_ids.shape[0], 1), int(start), dtype=torch.long, device=batch.input_ids.device)
@@ -301,7 +280,7 @@ def decode_loop(
         pad_id: fed to rows that stopped.
         on_out_of_range: ``"stop"`` (warn, stop that row) or ``"error"`` for an xVal value that cannot be fed back.
     """
-    encoder_decoder = parts.arch.is_encoder_decoder
+    encoder_decoder = parts.runtime.arch.is_encoder_decoder
     session_cls = {
         (False, True): CausalCached,
         (False, False): CausalUncached,

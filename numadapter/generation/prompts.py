@@ -1,10 +1,10 @@
 """Prompt encoding for generation: `NumberTokenizer` output padded into one batch, side tensors padded in step.
 
-DESIGN.md point 2: every transform of ``input_ids`` applies to the number side tensors in the same place. Here the
-transform is the batch padding of the prompts: left padding for causal LMs (every row ends at the last column, so
-the next token of every row is predicted at the same position, as transformers pads for generation), right padding
-for the T5 encoder. The padding is done here rather than by the tokenizer so that generation works with a tokenizer
-that has no pad token (pad rows are masked out; any id serves).
+docs/DESIGN.md, "Side tensors travel with input_ids": every transform of ``input_ids`` applies to the number side
+tensors in the same place. Here the transform is the batch padding of the prompts: left padding for causal LMs (every
+row ends at the last column, so the next token of every row is predicted at the same position, as transformers pads for
+generation), right padding for the T5 encoder. The padding is done here rather than by the tokenizer so that generation
+works with a tokenizer that has no pad token (pad rows are masked out; any id serves).
 """
 
 from __future__ import annotations

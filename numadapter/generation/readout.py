@@ -1,7 +1,7 @@
 """Reading the number head during generation, and turning its prediction into the next step's number features.
 
-When the model emits [NUM] at step t, the number head's output at step t *is* that number (DESIGN.md point 3:
-hidden t scores the number of the token chosen at t):
+When the model emits [NUM] at step t, the number head's output at step t *is* that number (docs/DESIGN.md, "One
+function owns each alignment": hidden t scores the number of the token chosen at t):
 
 - FoNE: the digit head's argmax digits and sign (`FoNEDigitHead.predict`), exact; rendered canonically
   (`FoNEDigitHead.to_strings`) and returned as an `ExactNumber`.

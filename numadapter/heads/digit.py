@@ -1,7 +1,7 @@
 """FoNE digit head: one 2-vector per digit place, scored against the ten digit angles (FoNE Section 3.2).
 
 Implements Zhou et al., "FoNE: Precise Single-Token Number Embeddings via Fourier Features" (2025,
-``shared/papers/fone-paper.txt``):
+docs/papers.md, "FoNE"):
 
 - Definition 3.7 (Fourier Number Loss): for digit ``i``,
   ``logits = [h[2i], h[2i+1]] (1 x 2) . [phi(0, 10); ...; phi(9, 10)]^T (2 x 10)``, ``L_i = CE(y_i, logits)`` with

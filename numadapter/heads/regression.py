@@ -1,7 +1,7 @@
 """xVal number head: a small MLP from the hidden state to one normalised scalar, trained with MSE.
 
 Implements the number head of Golkar et al., "xVal: A Continuous Number Encoding for Large Language Models"
-(shared/papers/xval-paper.txt): section 2 ("a new number head with a scalar output, trained via mean squared error
+(docs/papers.md, "xVal"): section 2 ("a new number head with a scalar output, trained via mean squared error
 (MSE) loss") and appendix A (the head is an MLP with one hidden layer of width equal to the embedding dimension,
 with biases; GPT-2 style, hence GELU). The head predicts the *normalised* value
 ``z = (x - xval_center) / xval_scale`` and the loss is the MSE in that space, as in the paper; `predict` maps back.

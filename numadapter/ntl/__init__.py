@@ -1,7 +1,7 @@
 """Number Token Loss (NTL): regression-like losses on the LM head's number-token probabilities.
 
 Paper: Zausinger et al., "Regress, Don't Guess - A Regression-like Loss on Number Tokens for Language Models"
-(ICML 2025), ``shared/papers/number-token-loss-paper.txt``. Notation: at a position whose label is a number token
+(ICML 2025), docs/papers.md, "Number Token Loss". Notation: at a position whose label is a number token
 with value ``y``, ``v_j`` is the value of number token ``j`` and ``p~ = softmax(number-token logits)``: the softmax
 is taken over the number tokens only (Algorithm A1/A2, ``n_probs = Softmax(n_logits)``).
 
@@ -40,10 +40,10 @@ paper's ``int(token)``). Everything else is excluded: "\u00bd", "1st", "inf", "n
 its own token in text) and "1.5" (a piece's place value is unknown). With ``digit_level=True`` (the default; the
 paper's recommended setup and what ``encoding="digits"`` produces) only single digits count.
 
-The limitation named in the paper's conclusion (every digit counts the same) is addressed by `PlaceValueNTL` for
-digit-tokenised numbers and by ``place_weighted=True`` in `digit_ntl` (FoNE's 10-way digit head): digit ``k`` of an
-``L``-digit number (``k = 0`` most significant) gets ``w_k = base^(L-1-k) / sum_j base^j``, i.e.
-``w_k = base^-k (1 - 1/base) / (1 - base^-L)``; weights sum to 1 per number, so ``"mean"`` averages over numbers.
+The limitation named in the paper's conclusion (every digit counts the same) can be addressed on FoNE's 10-way
+digit head by ``place_weighted=True`` in `digit_ntl`: place ``j`` of ``P`` (``j = 0`` most significant) gets
+``w_j = base^(P-1-j) / sum_i base^i``; weights sum to 1 per number, so ``"mean"`` averages over numbers. (No
+config field reaches it; the trainers' losses use the unweighted form.)
 
 Speed: `NTLoss.forward` gathers the K number columns (``logits[..., ids]``) and never materialises a probability
 over the vocabulary; its backward still writes one dense zero-filled ``[B, T, V]`` gradient (autograd's rule for
@@ -51,13 +51,13 @@ indexing). `cross_entropy_and_ntl` computes CE and NTL in one autograd node from
 gradient, adding NTL's ``[N, K]`` part in place: use it in trainers.
 
 Modules: `numadapter.ntl.vocab` (token -> value maps), `numadapter.ntl.value_loss` (the kinds), `numadapter.ntl.module`
-(`NTLoss`, `PlaceValueNTL`), `numadapter.ntl.fused` (`cross_entropy_and_ntl`), `numadapter.ntl.digit` (`digit_ntl`),
+(`NTLoss`), `numadapter.ntl.fused` (`cross_entropy_and_ntl`), `numadapter.ntl.digit` (`digit_ntl`),
 `numadapter.ntl.number_level` (`number_level_ntl`: whole-number NTL, as ntloss's ``NumberLevelLoss``).
 """
 
 from numadapter.ntl.digit import digit_ntl
 from numadapter.ntl.fused import cross_entropy_and_ntl
-from numadapter.ntl.module import NTLoss, PlaceValueNTL, place_weights_from_runs
+from numadapter.ntl.module import NTLoss
 from numadapter.ntl.number_level import number_level_ntl
 from numadapter.ntl.value_loss import NumberValueLoss
 from numadapter.ntl.vocab import KINDS, PREFIX_GROUPS, REDUCTIONS, NumberVocab, number_vocab, parse_number_token
@@ -69,11 +69,9 @@ __all__ = [
     "NTLoss",
     "NumberValueLoss",
     "NumberVocab",
-    "PlaceValueNTL",
     "cross_entropy_and_ntl",
     "digit_ntl",
     "number_level_ntl",
     "number_vocab",
     "parse_number_token",
-    "place_weights_from_runs",
 ]

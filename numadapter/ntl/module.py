@@ -1,12 +1,10 @@
-"""`NTLoss` (LM logits vs labels) and `PlaceValueNTL` (number-level NTL for digit-tokenised numbers)."""
+"""`NTLoss`: the Number Token Loss on LM logits vs labels."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from numadapter.ntl.value_loss import NumberValueLoss, _check_choice, _reduce
@@ -84,15 +82,6 @@ class NTLoss(nn.Module):
         inside = (labels >= 0) & (labels < slot_of.numel()) & (labels != self.ignore_index)
         return torch.where(inside, slot_of[labels.clamp(0, slot_of.numel() - 1)], -1)
 
-    def number_mask(self, labels: Tensor) -> Tensor:
-        """Bool mask of the positions NTL scores (label is a number token): e.g. to count them per batch."""
-        return self.slots(labels) >= 0
-
-    def position_weights(self, labels: Tensor, slot: Tensor, loss_weights: Tensor | None) -> Tensor:
-        """Weight of each position (0 off number positions). Subclasses (`PlaceValueNTL`) override this."""
-        weight = (slot >= 0).float()
-        return weight if loss_weights is None else weight * loss_weights.float()
-
     def _check(self, logits: Tensor, labels: Tensor, loss_weights: Tensor | None, target: Tensor | None) -> None:
         if not torch.is_floating_point(logits):
             raise TypeError(f"`logits` must be a floating-point tensor, got {logits.dtype}.")
@@ -126,7 +115,8 @@ class NTLoss(nn.Module):
     ) -> Tensor:
         """Reduced loss from the gathered number-token logits ``sub`` (N, K) of ``labels`` (B, T), N = B * T."""
         slot = self.slots(labels)  # (B, T)
-        weight = self.position_weights(labels, slot, loss_weights).reshape(-1)  # (N,)
+        weight = (slot >= 0).float() if loss_weights is None else (slot >= 0).float() * loss_weights.float()
+        weight = weight.reshape(-1)  # (N,), 0 off number positions
         slot = slot.reshape(-1)  # (N,)
         on = slot >= 0
         sub = torch.where(on[:, None], sub, 0.0)  # off-number rows: finite dummies, no NaN through -inf logits
@@ -167,77 +157,3 @@ class NTLoss(nn.Module):
             lse = torch.logsumexp(flat.float(), -1) if logsumexp is None else logsumexp.reshape(-1).float()
         target = None if target_probs is None else target_probs.reshape(-1, target_probs.shape[-1])
         return self._loss_from_columns(sub, lse, labels, loss_weights, target)
-
-
-def place_weights_from_runs(k_left: Tensor, length: Tensor, base: float) -> Tensor:
-    """Place-value weight of the digit ``k_left`` places from the left of an ``length``-digit number.
-
-    ``w = base^(L-1-k) / sum_{j<L} base^j = base^-k (1 - 1/base) / (1 - base^-L)`` (``1/L`` for ``base == 1``),
-    computed without overflow for any length. Weights of one number sum to 1.
-    """
-    k_left, length = k_left.float(), length.float().clamp(min=1)
-    if base == 1:
-        return 1.0 / length
-    log_base = math.log(base)  # log space, float32: no overflow, underflow only to 0 for negligible places
-    return torch.exp(-k_left * log_base + math.log1p(-1 / base) - torch.log1p(-torch.exp(-length * log_base)))
-
-
-class PlaceValueNTL(NTLoss):
-    """Number-level NTL for digit-tokenised numbers: each digit's NTL is weighted by its place value.
-
-    Numbers are maximal runs of consecutive positions whose labels are digit tokens; a "\u2581"/"\u0120"-prefixed
-    digit starts a new number ("3 4" is two numbers) and, with ``join_decimal_point``, one bare "." between digits
-    joins "3", ".", "1", "4" into one number (the "." itself gets no loss). Digit ``k`` (from the left) of an
-    ``L``-digit number gets ``w_k = base^(L-1-k) / sum_j base^j`` (see `place_weights_from_runs`); the weights of a
-    number sum to 1, so ``"mean"`` is the mean over numbers of their place-weighted digit losses. ``base=10`` is
-    naive place value (the paper's suggested fix); a smaller base softens it and ``base=1`` averages digits equally.
-    Thousands separators ("1,000") are not joined: "," also separates list items.
-
-    Args:
-        tokenizer, kind, **kwargs: as `NTLoss` (``digit_level`` is always True here).
-        base: place-value base, >= 1.
-        join_decimal_point: treat digit "." digit as one number.
-    """
-
-    def __init__(self, tokenizer: Any, kind: str = "was", *, base: float = 10.0, join_decimal_point: bool = True,
-                 **kwargs: Any) -> None:  # fmt: skip
-        if kwargs.pop("digit_level", True) is not True:
-            raise ValueError("PlaceValueNTL works on digit tokens only: drop `digit_level=False` (or use NTLoss).")
-        if isinstance(base, bool) or not isinstance(base, (int, float)) or not 1 <= base < math.inf:
-            raise ValueError(f"`base` must be a finite number >= 1 (10 = place value, 1 = plain mean), got {base!r}.")
-        super().__init__(tokenizer, kind, digit_level=True, **kwargs)
-        self.base, self.join_decimal_point = float(base), bool(join_decimal_point)
-        self._points: dict[torch.device, Tensor] = {}
-
-    def position_weights(self, labels: Tensor, slot: Tensor, loss_weights: Tensor | None) -> Tensor:
-        """Place-value weights (B, T) times ``loss_weights``; numbers never continue across batch rows."""
-        if labels.dim() != 2:
-            raise ValueError(f"PlaceValueNTL needs labels [B, T] to find numbers, got {tuple(labels.shape)}.")
-        weight = self.place_weights(labels, slot)
-        return weight if loss_weights is None else weight * loss_weights.float()
-
-    def place_weights(self, labels: Tensor, slot: Tensor | None = None) -> Tensor:
-        """Per-position place-value weights for ``labels`` (B, T); 0 off digit positions."""
-        slot = self.slots(labels) if slot is None else slot
-        digit = slot >= 0  # (B, T)
-        groups = self.value_loss.tensors(labels.device)["groups"]
-        prefixed = digit & (groups[slot.clamp(min=0)] != 0)
-        member = digit
-        if self.join_decimal_point and self.vocab.point_ids:
-            if labels.device not in self._points:
-                self._points[labels.device] = torch.tensor(self.vocab.point_ids, device=labels.device)
-            point = torch.isin(labels, self._points[labels.device])
-            before = F.pad(digit[:, :-1], (1, 0), value=False)
-            after = F.pad((digit & ~prefixed)[:, 1:], (0, 1), value=False)
-            member = digit | (point & before & after)
-        start = member & (~F.pad(member[:, :-1], (1, 0), value=False) | prefixed)  # (B, T), a row starts fresh
-        n = labels.numel()
-        run = (start.reshape(-1).long().cumsum(0) - 1).clamp(min=0)  # (N,) run id, valid on members
-        count = digit.reshape(-1).long()
-        seen = count.cumsum(0) - count  # (N,) digits before this position (whole batch)
-        first = torch.zeros(n + 1, dtype=torch.long, device=labels.device)
-        first.scatter_(0, torch.where(start.reshape(-1), run, n), seen)  # digits before each run; slot n = dump
-        length = torch.zeros(n, dtype=torch.long, device=labels.device)
-        length.index_add_(0, run, count * member.reshape(-1).long())  # digits per run
-        weight = place_weights_from_runs(seen - first[run], length[run], self.base)
-        return torch.where(digit.reshape(-1), weight, 0.0).view(labels.shape)

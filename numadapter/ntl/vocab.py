@@ -38,7 +38,6 @@ class NumberVocab:
     tokens: tuple[str, ...]
     values: tuple[int, ...]
     groups: tuple[int, ...]  # 0 bare, 1 "\u2581"-prefixed, 2 "\u0120"-prefixed
-    point_ids: tuple[int, ...]  # ids of the bare "." token(s), used by PlaceValueNTL to join "3", ".", "1", "4"
 
 
 def number_vocab(tokenizer: Any, *, digit_level: bool = True) -> NumberVocab:
@@ -56,10 +55,7 @@ def number_vocab(tokenizer: Any, *, digit_level: bool = True) -> NumberVocab:
     if source is None or not hasattr(source, "get_vocab"):
         raise TypeError(f"NTL needs a tokenizer with `get_vocab()`, got {type(tokenizer).__name__}.")
     found = []
-    points = []
     for token, token_id in source.get_vocab().items():
-        if token == ".":
-            points.append(int(token_id))
         parsed = parse_number_token(token)
         if parsed is None or digit_level and len(token) - (parsed[1] != 0) != 1:  # one digit after the prefix
             continue
@@ -73,4 +69,4 @@ def number_vocab(tokenizer: Any, *, digit_level: bool = True) -> NumberVocab:
         )
     found.sort()
     ids, tokens, values, groups = zip(*found)
-    return NumberVocab(tuple(ids), tuple(tokens), tuple(values), tuple(groups), tuple(sorted(points)))
+    return NumberVocab(tuple(ids), tuple(tokens), tuple(values), tuple(groups))

@@ -1,6 +1,7 @@
 """PEFT integration of numadapter: registration, the `NumberAdapterModel` tuner and its parts.
 
 - `registration`: adds ``PeftType.NUMADAPTER`` and fills PEFT's mappings (version-guarded, at import).
+- `import_hook`: imports `registration` as soon as PEFT is imported, so ``import numadapter`` need not import PEFT.
 - `model`: `NumberAdapterModel` (a `peft.LoraModel` subclass): binding, number rows and modules, forward.
 - `patches`: per-architecture knowledge (embedding call sites, LM head, ties by storage, resize).
 - `token_rows`: the [NUM] / [AGG] rows as PEFT trainable tokens with a sparse forward.

@@ -1,6 +1,6 @@
 """Alignment between hidden states, labels and number tensors: one function per architecture kind.
 
-DESIGN.md point 3:
+docs/DESIGN.md, "One function owns each alignment":
 
 - Causal LM (`causal_targets`): the hidden state at position t predicts token t+1. The number head at t is trained
   on the number of the [NUM] at t+1, and only where ``labels[t+1]`` is that [NUM] (a label of -100 means "not

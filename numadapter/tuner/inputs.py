@@ -1,10 +1,10 @@
 """Validation of the number tensors against the token ids, and the per-call plan (sides, targets, labels).
 
-The tensors NumberTokenizer and the collator produce are checked before the model runs: shapes, dtypes, and above
-all that ``num_mask`` is exactly ``input_ids == marker`` (the [NUM] id, or [AGG] with digits + aggregate). Any other
-state means some transform (padding, truncation, shifting) touched the ids but not the number tensors, so the error
-is raised instead of attaching numbers to the wrong tokens (DESIGN.md point 11). All content checks are reduced on
-the device and read back with one host sync.
+The tensors NumberTokenizer and the collator produce are checked before the model runs: shapes, dtypes, and above all
+that ``num_mask`` is exactly ``input_ids == marker`` (the [NUM] id, or [AGG] with digits + aggregate). Any other state
+means some transform (padding, truncation, shifting) touched the ids but not the number tensors, so the error is raised
+instead of attaching numbers to the wrong tokens (docs/DESIGN.md, "Bad input never corrupts silently"). All content
+checks are reduced on the device and read back with one host sync.
 
 Names of the keyword arguments `NumberAdapterModel.forward` accepts:
 

@@ -5,16 +5,16 @@
 ``lambda = aggregate_loss_lambda``). With ``ntl_kind="gce"`` and ``gce_form="replace"`` (the default; NTL paper sec.
 4.1.3) CE leaves out the LM positions whose label is a digit token, where ``ntl_weight * GCE`` replaces it.
 
-Normalisation (gradient accumulation, DESIGN.md point 8): CE is the *sum* over scored tokens divided by ``N =
-num_items_in_batch`` when the trainer passes it (the scored-token count of the whole accumulated batch), else by the
-scored-token count of this batch, as transformers does. The head loss is normalised by the *same* N: it is the sum
-over the numbers being predicted (FoNE: mean digit CE of each number, + sign CE; xVal: squared error of the
+Normalisation (gradient accumulation; docs/DESIGN.md, "Own the loss path"): CE is the *sum* over scored tokens divided
+by ``N = num_items_in_batch`` when the trainer passes it (the scored-token count of the whole accumulated batch), else
+by the scored-token count of this batch, as transformers does. The head loss is normalised by the *same* N: it is the
+sum over the numbers being predicted (FoNE: mean digit CE of each number, + sign CE; xVal: squared error of the
 normalised value) divided by N, so each [NUM] label contributes ``CE + w * head`` like one token, and accumulated
-micro-batches give exactly the loss of one large batch. The reported ``number_loss`` is that per-token value (divide
-by the fraction of scored tokens that are numbers to read a per-number loss). NTL is normalised the same way: the
-sum over the scored number positions divided by N; it is computed on the LM head's digit tokens (``digits``,
-``xval``; fused with CE by `numadapter.ntl.cross_entropy_and_ntl`) or, for ``fone``, on the digit head's 10-way
-distributions (`numadapter.ntl.digit_ntl`, mean over the places of each number).
+micro-batches give exactly the loss of one large batch. The reported ``number_loss`` is that per-token value (divide by
+the fraction of scored tokens that are numbers to read a per-number loss). NTL is normalised the same way: the sum over
+the scored number positions divided by N; it is computed on the LM head's digit tokens (``digits``, ``xval``; fused
+with CE by `numadapter.ntl.cross_entropy_and_ntl`) or, for ``fone``, on the digit head's 10-way distributions
+(`numadapter.ntl.digit_ntl`, mean over the places of each number).
 
 ``aggregate_loss`` (L_AUX, paper eq. 2) is a mean over *numbers* (the runs of digit labels,
 `count_aggregate_numbers`), as the paper defines it: the sum over the numbers of this call divided by ``M``, the

@@ -1,4 +1,4 @@
-"""`NumberAdapterModel`: PEFT's LoRA tuner plus the number machinery (DESIGN.md points 2-7).
+"""`NumberAdapterModel`: PEFT's LoRA tuner plus the number machinery (docs/DESIGN.md, "Tuner").
 
 On top of `peft.LoraModel` it
 

@@ -2,7 +2,7 @@
 
 numadapter patches at the *embedding module* (a forward hook adds the number features to its output) and captures
 the *input of the output embedding* (a forward pre-hook), so every architecture's own scaling applies exactly as the
-model applies it (DESIGN.md point 4):
+model applies it (docs/DESIGN.md, "Respect each architecture's own scaling"):
 
 - Llama (and Mistral, Qwen2: the same layout): ``model.embed_tokens`` -> decoder -> ``lm_head``; no scaling.
 - Granite: ``embed_tokens`` output is multiplied by ``embedding_multiplier`` inside ``GraniteModel.forward`` (so the

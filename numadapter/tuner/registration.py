@@ -19,8 +19,12 @@ The enum *value* is the string written to ``adapter_config.json`` as ``peft_type
 ``PEFT_TYPE_TO_CONFIG_MAPPING[<value>]`` when loading, so in a process that did not ``import numadapter`` the
 failure is ``KeyError: 'NUMADAPTER (requires `import numadapter` before loading)'``: the error names its own fix.
 
-Version guard: this is done at import time only for peft >= 0.21, < 0.22 (the range it is written and tested for).
-Outside it, importing numadapter leaves PEFT untouched and warns; `numadapter.get_peft_model` then registers anyway
+When: at the import of this module, which happens as soon as PEFT is imported in a process that imported numadapter
+(`numadapter.tuner.import_hook`; ``import numadapter`` itself imports no PEFT), and before any numadapter model is
+built (`numadapter.mapping`, `numadapter.export`).
+
+Version guard: this is done only for peft >= 0.21, < 0.22 (the range it is written and tested for).
+Outside it, the registration leaves PEFT untouched and warns; `numadapter.get_peft_model` then registers anyway
 (``register(force=True)``) with a warning, while the ``peft.get_peft_model`` / ``PeftModel.from_pretrained`` path
 fails with the KeyError above; the warning says to use `numadapter.get_peft_model` or install peft>=0.21,<0.22.
 """
@@ -51,11 +55,6 @@ def peft_version_supported(version: str | None = None) -> bool:
 
 def _range_text() -> str:
     return f"peft>={SUPPORTED_PEFT[0]},<{SUPPORTED_PEFT[1]}"
-
-
-def is_registered() -> bool:
-    """Whether numadapter is registered with PEFT in this process."""
-    return bool(_state["registered"])
 
 
 def _add_enum_member() -> PeftType:
@@ -164,4 +163,4 @@ def peft_type_for_config() -> PeftType | str:
     return member if member is not None else PEFT_TYPE_VALUE
 
 
-register()  # at import: `import numadapter` (which imports this module) is all a user needs
+register()  # at import: `import numadapter` (whose import hook imports this module with PEFT) is all a user needs

@@ -1,4 +1,6 @@
-"""The side buffer: how number tensors reach the embedding module during one forward call (DESIGN.md point 2).
+"""The side buffer: how number tensors reach the embedding module during one forward call.
+
+Why a buffer: docs/DESIGN.md, "Side tensors travel with input_ids".
 
 Hugging Face models call ``embed_tokens(input_ids)`` with ids only. `NumberAdapterModel.forward` therefore validates
 the number tensors against the ids, stores them here per *side* (``"input"`` for a causal LM, ``"encoder"`` and

@@ -32,7 +32,7 @@ the flattest reachable distribution: after any number, in any context, the same 
 distribution (the quick start's base showed p = 0.011 for its top token after every [NUM]; EOS cross-entropy stuck
 at 4.47 while every other label went above 0.99). `tests/test_eos_collapse.py` reproduces it and shows the fix.
 
-ZeRO-3 (DESIGN.md point 10): the base weight may be partitioned (empty) here, when the base was loaded under
+ZeRO-3 (docs/DESIGN.md, "ZeRO-3 safe"): the base weight may be partitioned (empty) here, when the base was loaded under
 ``zero.Init``. Every read of it (initial values, PEFT's originals) and the zeroing of the number rows run under
 `numadapter.zero.gathered_parameters`; the new row parameters are ordinary and DeepSpeed partitions them when its
 engine starts.
