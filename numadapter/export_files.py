@@ -79,23 +79,30 @@ def staged_directory(out_dir: str | os.PathLike) -> Iterator[str]:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    replace_directory(staging, out)
+
+
+def replace_directory(staging: str, final: str) -> None:
+    """Moves `staging` to `final`, replacing a directory already there (two renames, then the removal)."""
     old = None
-    if os.path.isdir(out):
+    if os.path.isdir(final):
+        parent, name = os.path.split(os.path.abspath(final))
         old = tempfile.mkdtemp(prefix=f".{name}.old-", dir=parent)
-        os.rename(out, os.path.join(old, name))
-    os.rename(staging, out)
+        os.rename(final, os.path.join(old, name))
+    os.rename(staging, final)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def file_listing(directory: str) -> dict[str, int | None]:
-    """Relative path -> byte size (safetensors files) or None (other files), for every file under `directory`."""
+def file_listing(directory: str, *, every_size: bool = False) -> dict[str, int | None]:
+    """Relative path -> byte size (safetensors files, or every file with `every_size`) or None, for every file under
+    `directory`."""
     listing: dict[str, int | None] = {}
     for root, _, names in os.walk(directory):
         for name in names:
             full = os.path.join(root, name)
             relative = os.path.relpath(full, directory).replace(os.sep, "/")
-            listing[relative] = os.path.getsize(full) if name.endswith(".safetensors") else None
+            listing[relative] = os.path.getsize(full) if every_size or name.endswith(".safetensors") else None
     return dict(sorted(listing.items()))
 
 
@@ -173,3 +180,4 @@ def check_export_files(path: str, info: dict[str, Any]) -> None:
                 problem = f"it is {os.path.getsize(full)} bytes long, the export wrote {size}"
             if problem is not None:
                 raise ValueError(f"{full} is damaged: {problem}. Copy the complete export directory, or {REEXPORT}.")
+
