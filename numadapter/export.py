@@ -11,7 +11,9 @@ An export directory holds
 - ``number_modules.safetensors``: the number modules of the adapter (FoNE projection and digit head, xVal direction
   and regression head, the [AGG] aggregate), float32;
 - ``number_config.json``: the number settings and token ids (the fields `NumberAdapterConfig` adds to LoRA), the
-  task type, and what was merged.
+  task type, what was merged, the files written and a copy of ``config.json`` (``"model_config"``), against which
+  `load_exported` checks ``config.json`` (`numadapter.export_files.read_model_config`: its ``model_type``; then
+  transformers' loading report: no tensor of the weights may be re-initialised, left random or ignored).
 
 Safetensors and JSON only: nothing is unpickled on load.
 
@@ -263,6 +265,8 @@ def export_merged(
         number_tokenizer.save_pretrained(staging)
         save_file(module_state, os.path.join(staging, NUMBER_MODULES_NAME), metadata={"format": "pt"})
         info = _export_info(config, target, quantized)
+        with open(os.path.join(staging, "config.json"), encoding="utf-8") as file:
+            info["model_config"] = json.load(file)  # what load_exported compares config.json with
         info["files"] = file_listing(staging)
         with open(os.path.join(staging, NUMBER_CONFIG_NAME), "w", encoding="utf-8") as file:
             json.dump(info, file, indent=2, sort_keys=True)
@@ -358,7 +362,13 @@ def load_exported(
     from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
-    from numadapter.export_files import REEXPORT, check_export_files
+    from numadapter.export_files import (
+        REEXPORT,
+        check_export_files,
+        check_loaded_weights,
+        config_changes,
+        read_model_config,
+    )
     from numadapter.mapping import get_peft_model
     from numadapter.tokenization import NumberTokenizer
     from numadapter.tuner.integrity import STAMP, check_stamp
@@ -367,12 +377,21 @@ def load_exported(
     path = os.fspath(path)
     config, info = read_number_config(path)
     check_export_files(path, info)
+    changes = config_changes(read_model_config(path, info), info.get("model_config"))
     ntok = NumberTokenizer.from_pretrained(path, config=config)
     auto = AutoModelForSeq2SeqLM if config.task_type == "SEQ_2_SEQ_LM" else AutoModelForCausalLM
     kwargs = {"dtype": resolve_dtype(dtype) or "auto"}
     if device_map is not None:
         kwargs["device_map"] = device_map
-    base = auto.from_pretrained(path, **kwargs)
+    # shape mismatches are reported (and raised as an error naming config.json) instead of raised by transformers
+    base, loading = auto.from_pretrained(path, output_loading_info=True, ignore_mismatched_sizes=True, **kwargs)
+    check_loaded_weights(path, loading, changes)
+    if changes:
+        warnings.warn(
+            f"{os.path.join(path, 'config.json')} differs from the config the export wrote ({'; '.join(changes)}); "
+            "the model is loaded with the edited values. Restore the file if the edit was not intended.",
+            stacklevel=2,
+        )
     ids = number_token_ids(config)
     rows_in, rows_out = _number_rows(base, ids)
     model = get_peft_model(base, config)

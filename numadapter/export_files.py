@@ -14,7 +14,10 @@
 
 `check_export_files` runs in `numadapter.export.load_exported` before anything is loaded: every listed file must be
 present, each JSON file must parse, each safetensors file must be whole (its header's data offsets must match the
-file size), and weight files the export did not write are refused. Errors name the file, the problem and the fix.
+file size), and weight files the export did not write are refused. ``config.json`` is checked against the copy the
+export recorded (`read_model_config`: a JSON object, a ``model_type`` transformers knows and the one exported) and,
+once transformers has loaded the weights, against them (`check_loaded_weights`: no tensor re-initialised for another
+shape, left random or ignored). Errors name the file, the problem and the fix.
 """
 
 from __future__ import annotations
@@ -79,23 +82,30 @@ def staged_directory(out_dir: str | os.PathLike) -> Iterator[str]:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    replace_directory(staging, out)
+
+
+def replace_directory(staging: str, final: str) -> None:
+    """Moves `staging` to `final`, replacing a directory already there (two renames, then the removal)."""
     old = None
-    if os.path.isdir(out):
+    if os.path.isdir(final):
+        parent, name = os.path.split(os.path.abspath(final))
         old = tempfile.mkdtemp(prefix=f".{name}.old-", dir=parent)
-        os.rename(out, os.path.join(old, name))
-    os.rename(staging, out)
+        os.rename(final, os.path.join(old, name))
+    os.rename(staging, final)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def file_listing(directory: str) -> dict[str, int | None]:
-    """Relative path -> byte size (safetensors files) or None (other files), for every file under `directory`."""
+def file_listing(directory: str, *, every_size: bool = False) -> dict[str, int | None]:
+    """Relative path -> byte size (safetensors files, or every file with `every_size`) or None, for every file under
+    `directory`."""
     listing: dict[str, int | None] = {}
     for root, _, names in os.walk(directory):
         for name in names:
             full = os.path.join(root, name)
             relative = os.path.relpath(full, directory).replace(os.sep, "/")
-            listing[relative] = os.path.getsize(full) if name.endswith(".safetensors") else None
+            listing[relative] = os.path.getsize(full) if every_size or name.endswith(".safetensors") else None
     return dict(sorted(listing.items()))
 
 
@@ -173,3 +183,98 @@ def check_export_files(path: str, info: dict[str, Any]) -> None:
                 problem = f"it is {os.path.getsize(full)} bytes long, the export wrote {size}"
             if problem is not None:
                 raise ValueError(f"{full} is damaged: {problem}. Copy the complete export directory, or {REEXPORT}.")
+
+
+# -- config.json ---------------------------------------------------------------------------------------------------
+CONFIG_NAME = "config.json"
+_RESTORE = f"restore config.json from a copy of the export, or {REEXPORT}"
+
+
+def read_model_config(path: str, info: dict[str, Any]) -> dict[str, Any]:
+    """The export's ``config.json``, checked before transformers reads it: a JSON object with a ``model_type`` that
+    transformers knows and, for exports that recorded their config (``number_config.json``, ``"model_config"``),
+    the one exported.
+
+    Raises:
+        ValueError: naming the file, the problem and the fix.
+    """
+    import transformers
+    from transformers import CONFIG_MAPPING
+
+    file = os.path.join(path, CONFIG_NAME)
+    config = read_json(file, _RESTORE)
+    if not isinstance(config, dict):
+        kind = type(config).__name__
+        raise ValueError(f"{file} holds a JSON {kind}, not a model config (a JSON object): {_RESTORE}.")
+    recorded = info.get("model_config")
+    exported = recorded.get("model_type") if isinstance(recorded, dict) else None
+    wrote = f" (the export wrote {exported!r})" if exported else ""
+    model_type = config.get("model_type")
+    if model_type is None:
+        raise ValueError(
+            f"{file} has no `model_type` field, which transformers needs to pick the model class{wrote}: {_RESTORE}."
+        )
+    if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING:
+        raise ValueError(
+            f"{file} has model_type={model_type!r}, which transformers {transformers.__version__} does not "
+            f"know{wrote}: {_RESTORE}."
+        )
+    if exported and model_type != exported:
+        raise ValueError(
+            f"{file} has model_type={model_type!r}, but the export wrote {exported!r} (the weights are those of a "
+            f"{exported!r} model and would give wrong outputs in another architecture): {_RESTORE}."
+        )
+    return config
+
+
+def config_changes(config: dict[str, Any], recorded: Any) -> list[str]:
+    """The fields of `config` (``config.json`` now) that differ from the config the export wrote (`recorded`), as
+    readable lines; empty when nothing was recorded (an export written before numadapter recorded it)."""
+    if not isinstance(recorded, dict):
+        return []
+    changes = []
+    for key in sorted(set(config) | set(recorded)):
+        if key not in config:
+            changes.append(f"{key} is missing (exported {recorded[key]!r})")
+        elif key not in recorded:
+            changes.append(f"{key}={config[key]!r} was added")
+        elif config[key] != recorded[key]:
+            changes.append(f"{key}={config[key]!r} (exported {recorded[key]!r})")
+    return changes
+
+
+def check_loaded_weights(path: str, loading_info: dict[str, Any], changes: list[str]) -> None:
+    """Raises `ValueError` when the model ``config.json`` describes does not take the saved weights as they are.
+
+    Args:
+        path: the export directory.
+        loading_info: ``from_pretrained(..., output_loading_info=True, ignore_mismatched_sizes=True)``'s report:
+            ``missing_keys`` (left randomly initialised), ``unexpected_keys`` (ignored) and ``mismatched_keys``
+            (``(name, saved shape, shape for config.json)``, re-initialised).
+        changes: `config_changes` of ``config.json`` (named in the message as the likely cause).
+    """
+    missing = sorted(loading_info.get("missing_keys") or ())
+    unexpected = sorted(loading_info.get("unexpected_keys") or ())
+    mismatched = sorted(loading_info.get("mismatched_keys") or ())
+    if not (missing or unexpected or mismatched):
+        return
+
+    def some(items: list[str]) -> str:
+        return ", ".join(items[:4]) + (f" and {len(items) - 4} more" if len(items) > 4 else "")
+
+    problems = []
+    if mismatched:
+        shapes = [f"{name} is {list(saved)} in the weights but {list(wanted)} for config.json"
+                  for name, saved, wanted in mismatched]  # fmt: skip
+        problems.append(f"{len(mismatched)} tensors have other shapes ({some(shapes)})")
+    if missing:
+        problems.append(f"{len(missing)} tensors of that model are not in the weights and would stay random "
+                        f"({some(missing)})")  # fmt: skip
+    if unexpected:
+        problems.append(f"{len(unexpected)} saved tensors have no place in that model and would be ignored "
+                        f"({some(unexpected)})")  # fmt: skip
+    cause = f" config.json differs from the config the export wrote: {'; '.join(changes)}." if changes else ""
+    raise ValueError(
+        f"{os.path.join(path, CONFIG_NAME)} does not describe the saved weights: {'; '.join(problems)}.{cause} "
+        f"To fix it, {_RESTORE}."
+    )

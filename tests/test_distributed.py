@@ -20,15 +20,12 @@ The other tests are fast unit tests of `numadapter.distributed` and of the recip
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+from launching import failure, launch, tiny_base, torchrun
 
 from numadapter.distributed import (
     check_deepspeed_config,
@@ -77,35 +74,10 @@ LAUNCH_TIMEOUT_S = 420  # one launch takes ~30 s here; the first DeepSpeed one a
 
 
 # -- launching ---------------------------------------------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _run(command: list[str], out: Path) -> Path:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(name, None)
-    # a session of its own, so that a timeout stops torchrun's workers too
-    proc = subprocess.Popen(command, cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)  # fmt: skip
-    try:
-        output, _ = proc.communicate(timeout=LAUNCH_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        output, _ = proc.communicate()
-        raise AssertionError(f"{' '.join(command)} ran over {LAUNCH_TIMEOUT_S} s:\n{output[-4000:]}") from None
-    if proc.returncode != 0:
-        lines = output.splitlines()
-        # the exceptions and native aborts (a worker killed by SIGABRT prints no Python "Error:"), once each
-        markers = ("Error:", "terminate called", "what():", "Fatal Python error", "Aborted")
-        errors = list(dict.fromkeys(line for line in lines if any(m in line for m in markers)))[:10]
-        tail = "\n".join(lines[-40:])
-        raise AssertionError(
-            f"{' '.join(command)} failed with exit code {proc.returncode}:\n" + "\n".join(errors) + f"\n...\n{tail}"
-        )
+    returncode, output = launch(command, LAUNCH_TIMEOUT_S)
+    if returncode != 0:
+        raise failure(command, returncode, output)
     return out
 
 
@@ -132,9 +104,7 @@ class Runs:
             if name.endswith("single"):
                 command = [sys.executable, *common, *extra]
             else:
-                torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]
-                torchrun += ["--master_addr", "127.0.0.1", "--master_port", str(_free_port())]
-                command = [*torchrun, *common, *extra]
+                command = [*torchrun(2), *common, *extra]
             try:
                 self.dirs[name] = _run(command, out)
             except AssertionError as exc:
@@ -145,15 +115,8 @@ class Runs:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> Runs:
-    import tiny
-
-    from numadapter import toy
-
     root = tmp_path_factory.mktemp("distributed")
-    base = root / "base"
-    tokenizer = toy.build_tokenizer("digits", base / "tok")
-    tiny.build_model("llama", base / "model", len(tokenizer), tie=False, hidden_size=32, layers=2, heads=4)
-    return Runs(root, base)
+    return Runs(root, tiny_base(root))
 
 
 def _summary(out: Path, rank: int) -> dict:

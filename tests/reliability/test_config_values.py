@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 
 import peft
 import pytest
@@ -80,3 +81,20 @@ def test_fone_decode_all_nan_is_not_zero():
     feats = torch.full((1, 8), math.nan)
     with pytest.raises(ValueError, match="NaN or infinite"):
         fone_decode(feats, int_digits=2, frac_digits=2)
+
+
+@pytest.mark.parametrize(("int_digits", "frac_digits"), [(8, 4), (6, 3), (3, 0), (0, 3), (15, 0)])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_fone_decode_is_exact_at_its_limits_in_low_precision(int_digits, frac_digits, dtype):
+    """The outside tester's finding that held: FoNE features rounded to bf16 / fp16 still decode exactly, also the
+    largest and smallest numbers of the range and the places where a digit carries."""
+    top = "9" * int_digits + ("." + "9" * frac_digits if frac_digits else "")
+    step = "0." + "0" * (frac_digits - 1) + "1" if frac_digits else "1"
+    numbers = ["0", top or "0", step]
+    if int_digits:
+        numbers += ["1" + "0" * (int_digits - 1), "9" * int_digits, "5" * int_digits]
+    if int_digits and frac_digits:
+        numbers += ["9" * (int_digits - 1) + "0." + "0" * frac_digits, "1." + "0" * (frac_digits - 1) + "1"]
+    features = fone_features(numbers, int_digits, frac_digits).to(dtype)  # (N, 2 * (int_digits + frac_digits))
+    decoded = fone_decode(features.float(), int_digits=int_digits, frac_digits=frac_digits)
+    assert [Decimal(x) for x in decoded] == [Decimal(x) for x in numbers], list(zip(numbers, decoded))

@@ -170,3 +170,97 @@ def test_export_checkpoint_refuses_the_adapter_and_base_directories(store, fone_
     with pytest.raises(ValueError, match=rf"refusing to export into '{out}': it is {what}"):
         export_checkpoint(adapter_dir, out, base=base_dir)
     assert digest(out) == before
+
+
+# -- a config.json that parses but is wrong ------------------------------------------------------------------------
+def edit_config(change):
+    """A damage: `change(config dict)` applied to the export's config.json (a list it returns replaces it)."""
+
+    def damage(directory):
+        file = os.path.join(directory, "config.json")
+        config = json.load(open(file))
+        result = change(config)
+        config = result if isinstance(result, list) else config
+        json.dump(config, open(file, "w"))
+
+    return damage
+
+
+def bigger(field: str, by: int = 1):
+    return edit_config(lambda c: c.update({field: c[field] + by}))
+
+
+CONFIG_EDITS = {
+    "model-type-gpt2": (edit_config(lambda c: c.update(model_type="gpt2")),
+                        r"config.json has model_type='gpt2', but the export wrote 'llama' \(the weights are those"),
+    "model-type-mistral": (edit_config(lambda c: c.update(model_type="mistral")),
+                           r"model_type='mistral', but the export wrote 'llama'"),
+    "model-type-unknown": (edit_config(lambda c: c.update(model_type="llama9")),
+                           r"model_type='llama9', which transformers .* does not know \(the export wrote 'llama'\)"),
+    "no-model-type": (edit_config(lambda c: c.pop("model_type")), r"has no `model_type` field"),
+    "not-an-object": (edit_config(lambda c: [c]), r"config.json holds a JSON list, not a model config"),
+    "hidden-size": (bigger("hidden_size", 64),
+                    r"does not describe the saved weights: \d+ tensors have other shapes \(lm_head.weight is "
+                    r"\[\d+, 64\] in the weights but \[\d+, 128\] for config.json.*hidden_size=128 \(exported 64\)"),
+    "vocab-size": (bigger("vocab_size", 5),
+                   r"2 tensors have other shapes \(lm_head.weight .*, model.embed_tokens.weight .*\)\. "
+                   r".*vocab_size=\d+ \(exported \d+\)"),
+    "no-hidden-size": (edit_config(lambda c: c.pop("hidden_size")),
+                       r"\[\d+, 64\] in the weights but \[\d+, 4096\] .*hidden_size is missing \(exported 64\)"),
+    "intermediate-size": (bigger("intermediate_size"),
+                          r"tensors have other shapes \(model.layers.0.mlp.down_proj.weight is \[64, (\d+)\] in the "
+                          r"weights but \[64, (?!\1)\d+\]"),
+    "more-layers": (bigger("num_hidden_layers"),
+                    r"tensors of that model are not in the weights and would stay random \(model.layers.2.input_lay"),
+    "fewer-layers": (bigger("num_hidden_layers", -1),
+                     r"saved tensors have no place in that model and would be ignored \(model.layers.1.input_lay"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("edit", list(CONFIG_EDITS))
+def test_load_exported_names_a_wrong_config_json(exported, tmp_path, edit):
+    damage, match = CONFIG_EDITS[edit]
+    out = damaged_copy(exported, tmp_path, damage)
+    with pytest.raises(ValueError, match=match) as info:
+        load_exported(out)
+    message = str(info.value)
+    assert message.startswith(os.path.join(out, "config.json")), message
+    assert "restore config.json from a copy of the export, or export again with numadapter.export_merged" in message
+
+
+def forget_the_recorded_config(directory):
+    """As an export written before numadapter recorded its config.json in number_config.json."""
+    file = os.path.join(directory, NUMBER_CONFIG_NAME)
+    info = json.load(open(file))
+    del info["model_config"]
+    json.dump(info, open(file, "w"))
+
+
+@pytest.mark.parametrize(
+    "change,match",
+    [
+        (lambda c: c.update(model_type="gpt2"), r"tensors of that model are not in the weights .*\("
+         r"transformer.h.0.*saved tensors have no place in that model .*\(model.embed_tokens.weight"),
+        (lambda c: c.update(hidden_size=128), r"\[\d+, 64\] in the weights but \[\d+, 128\] for config.json"),
+    ],
+    ids=["model-type", "hidden-size"],
+)  # fmt: skip
+def test_an_older_export_without_a_recorded_config_is_checked_against_its_weights(exported, tmp_path, change, match):
+    def damage(directory):
+        forget_the_recorded_config(directory)
+        edit_config(change)(directory)
+
+    out = damaged_copy(exported, tmp_path, damage)
+    with pytest.raises(ValueError, match=match) as info:
+        load_exported(out)
+    assert "differs from the config the export wrote" not in str(info.value)  # nothing recorded to compare with
+    untouched = damaged_copy(exported, tmp_path / "untouched", forget_the_recorded_config)
+    model, ntok = load_exported(untouched)
+    torch.testing.assert_close(logits(model, ntok), exported[1], atol=1e-5, rtol=0)
+
+
+def test_a_harmless_config_edit_loads_with_a_warning_naming_it(exported, tmp_path):
+    out = damaged_copy(exported, tmp_path, edit_config(lambda c: c.update(use_cache=False)))
+    with pytest.warns(UserWarning, match=r"config.json differs from the config the export wrote \(use_cache=False"):
+        model, ntok = load_exported(out)
+    torch.testing.assert_close(logits(model, ntok), exported[1], atol=1e-5, rtol=0)

@@ -97,6 +97,9 @@ DAMAGES = {
     "truncated-adapter": (lambda d: truncate(os.path.join(d, "adapter_model.safetensors")),
                           "adapter_model.safetensors is damaged"),
     "truncated-json": (lambda d: truncate(os.path.join(d, "scheduler.json")), "scheduler.json is not valid JSON"),
+    # only the file list (numadapter_checkpoint.json) tells that these are gone
+    "no-rng-state": (lambda d: [os.remove(os.path.join(d, n)) for n in os.listdir(d) if n.startswith("rng_state")],
+                     "rng_state.json is missing \\(listed in numadapter_checkpoint.json\\)"),
 }  # fmt: skip
 
 
@@ -147,3 +150,35 @@ def test_rotation_and_best_checkpoint_work_with_atomic_saves(paths, tmp_path):
     assert kept == {f"checkpoint-{MAX_STEPS}", os.path.basename(best)}  # limit 1, the best one protected
     saved = json.load(open(os.path.join(out, f"checkpoint-{MAX_STEPS}", "trainer_state.json")))
     assert saved["best_model_checkpoint"] == best
+
+
+def test_deepspeed_part_of_a_checkpoint_is_checked(tmp_path):
+    """DeepSpeed's files (written by every process): `latest`, the tag directory, each process's optimizer partition
+    and whole torch.save archives."""
+    import torch
+
+    from numadapter.checkpoint_integrity import deepspeed_problems
+
+    tag = tmp_path / "global_step4"
+    tag.mkdir()
+    torch.save({"module": torch.zeros(64)}, tag / "mp_rank_00_model_states.pt")
+    torch.save({"state": torch.zeros(64)}, tag / "zero_pp_rank_0_mp_rank_00_optim_states.pt")
+    assert deepspeed_problems(str(tmp_path), required=True) == [
+        "DeepSpeed's `latest` file is missing (DeepSpeed writes it after every process's state)"
+    ]
+    (tmp_path / "latest").write_text("global_step6")
+    assert deepspeed_problems(str(tmp_path), required=True) == [
+        "DeepSpeed's `latest` names global_step6/, which is missing"
+    ]
+    (tmp_path / "latest").write_text("global_step4")
+    assert deepspeed_problems(str(tmp_path), required=True, rank=0) == []
+    assert deepspeed_problems(str(tmp_path), required=True, rank=1) == [
+        "global_step4/ holds no optimizer partition of process 1 (zero_pp_rank_1_*optim_states)"
+    ]
+    truncate(str(tag / "mp_rank_00_model_states.pt"))
+    assert deepspeed_problems(str(tmp_path), required=True, rank=0) == [
+        "global_step4/mp_rank_00_model_states.pt is damaged: it is a truncated torch.save archive"
+    ]
+    empty = tmp_path / "plain"
+    empty.mkdir()
+    assert deepspeed_problems(str(empty), required=False) == []  # not a DeepSpeed checkpoint, none asked for
