@@ -130,7 +130,8 @@ def make_parser() -> argparse.ArgumentParser:
         default="harness",
         help="harness (default): the harness's own training loop and encoder; product: numadapter methods train "
         "through numadapter.NumberSFTTrainer (NumberTokenizer, NumberDataCollator, answer_format='head' where the "
-        "harness trains the head format) and predict with numadapter.generate; plain methods keep the harness loop. "
+        "harness trains the head format) and predict with numadapter.generate; lora too, as numadapter's plain LoRA "
+        "(encoding='digits', no [AGG] or NTL, EOS rows frozen); the other plain methods keep the harness loop. "
         "Results go to eval_harness/results/PRESET-product by default, files ending in -product",
     )
     run.add_argument("--base", default=None, help="pretrained base (path) for the adapter tables")
@@ -248,9 +249,7 @@ def _run(args: argparse.Namespace, out: TextIO) -> None:
         numadapter = [s for s in specs if get_method(s.method).backend == "numadapter"]
         specs = [replace(s, number_settings=settings) for s in numadapter]
     if args.train_path == "product":
-        specs = [
-            replace(s, train_path="product") if get_method(s.method).backend == "numadapter" else s for s in specs
-        ]
+        specs = [replace(s, train_path="product") if get_method(s.method).on_product_path else s for s in specs]
         plain = sorted({s.method for s in specs if s.train_path != "product"})
         if plain:
             out.write(f"train-path product: the plain methods {', '.join(plain)} keep the harness loop\n")

@@ -14,6 +14,10 @@ Several seeds (`eval_harness.presets.Experiment.seeds`): runs that differ only i
 test split, in a table above the per-seed rows; the plots show the mean with the standard deviation as error bars.
 Tasks with several test splits (e.g. NTL's interpolation "test" and "test_extrapolation") get a row per split.
 
+Runs of the product train path (``train_path="product"``, `eval_harness.product`) are labelled ``method (product)``
+and kept apart from the harness loop's runs of the same method (cells, lockstep groups, plot series), so one
+results directory can hold both side by side.
+
 Plots need matplotlib (``pip install -c constraints.txt matplotlib``); without it the markdown is still written
 and the missing plots are named in it.
 """
@@ -56,9 +60,14 @@ def load_results(results_dir: str | Path) -> list[dict[str, Any]]:
     return sorted(out, key=_sort_key)
 
 
+def run_label(r: dict[str, Any]) -> str:
+    """The method's name, with `` (product)`` for a run of the product train path."""
+    return r["method"] + (" (product)" if r.get("train_path") == "product" else "")
+
+
 def _sort_key(r: dict[str, Any]) -> tuple:
     c = r["config"]
-    return (r["experiment"], c.get("model_size") or 0, c["train_size"], r["method"], r["seed"])
+    return (r["experiment"], c.get("model_size") or 0, c["train_size"], run_label(r), r["seed"])
 
 
 def _fmt(value: Any, digits: int = 2, scale: float = 1.0) -> str:
@@ -100,7 +109,7 @@ def _mean_std(values: Sequence[float]) -> dict[str, Any]:
 
 def _cell_key(r: dict[str, Any]) -> tuple:
     c = r["config"]
-    return (r["experiment"], r["regime"], c.get("model_size"), c.get("base"), c["train_size"], r["method"])
+    return (r["experiment"], r["regime"], c.get("model_size"), c.get("base"), c["train_size"], run_label(r))
 
 
 def aggregate(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -134,7 +143,7 @@ def aggregate(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         out.append(
             {
                 "experiment": first["experiment"],
-                "method": first["method"],
+                "method": run_label(first),
                 "train_size": first["config"]["train_size"],
                 "model_size": first["config"].get("model_size"),
                 "regime": first["regime"],
@@ -195,7 +204,7 @@ def _splits_table(results: list[dict[str, Any]]) -> list[str]:
                 n = r["extra_splits"][split]["n_test"]
             else:
                 continue
-            row = [r["method"], f"{r['config']['train_size']:,}", _model_label(r), str(r["seed"])]
+            row = [run_label(r), f"{r['config']['train_size']:,}", _model_label(r), str(r["seed"])]
             row += [_split_label(split, splits), f"{n:,}"]
             row += [_fmt(_metric(r, m, split), METRIC_COLUMNS[m][1], METRIC_COLUMNS[m][2]) for m in METRICS]
             lines.append("| " + " | ".join(row) + " |")
@@ -204,7 +213,7 @@ def _splits_table(results: list[dict[str, Any]]) -> list[str]:
 
 def _group_key(r: dict[str, Any]) -> tuple:
     c = r["config"]
-    return (r["experiment"], c.get("model_size"), c.get("base"), c["train_size"], r["seed"])
+    return (r["experiment"], c.get("model_size"), c.get("base"), c["train_size"], r["seed"], r.get("train_path"))
 
 
 def paired_ratios(results: Sequence[dict[str, Any]], reference: str = REFERENCE) -> dict[str, dict[str, float]]:
@@ -213,7 +222,7 @@ def paired_ratios(results: Sequence[dict[str, Any]], reference: str = REFERENCE)
     Returns:
         ``{method: {"epoch_ratio": ..., "test_ratio": ...}}``; empty without the reference method.
     """
-    by_method = {r["method"]: r for r in results}
+    by_method = {run_label(r): r for r in results}
     ref = by_method.get(reference)
     if ref is None:
         return {}
@@ -245,12 +254,12 @@ def _table(results: list[dict[str, Any]]) -> list[str]:
         ratios = paired_ratios(members)
         for r in members:
             t, d = r["timing"], r["data"]
-            ratio = ratios.get(r["method"], {})
+            ratio = ratios.get(run_label(r), {})
             lines.append(
                 "| "
                 + " | ".join(
                     [
-                        r["method"],
+                        run_label(r),
                         f"{r['config']['train_size']:,}",
                         _model_label(r),
                         str(r["seed"]),
@@ -281,7 +290,7 @@ def _setup_line(results: list[dict[str, Any]]) -> str:
     c, env = r["config"], r["environment"]
     loads = [x for res in results for x in res["timing"].get("load_avg_per_epoch", [])]
     load = f"{min(loads):.2f}-{max(loads):.2f}" if loads else "n/a"
-    lrs = sorted({f"{res['method']}={res['config']['lr']:g}" for res in results})
+    lrs = sorted({f"{run_label(res)}={res['config']['lr']:g}" for res in results})
     lr_text = f"{c['lr']:g}" if len({res["config"]["lr"] for res in results}) == 1 else ", ".join(lrs)
     seeds = sorted({res["seed"] for res in results})
     seed_text = f"seed {seeds[0]}" if len(seeds) == 1 else f"seeds {', '.join(map(str, seeds))}"
@@ -291,7 +300,7 @@ def _setup_line(results: list[dict[str, Any]]) -> str:
     thread_text = f"{threads[0]} torch thread{'s' if threads[0] != 1 else ''}"
     if len(threads) > 1:  # runs made with different settings: each result's `environment` has its own
         thread_text = f"{' or '.join(map(str, threads))} torch threads (per run: its `environment`)"
-    head = sorted({res["method"] for res in results if res["data"].get("train_format") == "head"})
+    head = sorted({run_label(res) for res in results if res["data"].get("train_format") == "head"})
     format_text = (
         f" Trained on the prompts alone, the head at the last prompt position on the answer (the FoNE paper's format, "
         f"seq len = prompt): {', '.join(head)}; the other methods on prompt + answer + eos."
@@ -303,7 +312,7 @@ def _setup_line(results: list[dict[str, Any]]) -> str:
         f"({c['schedule']}, warmup {c['warmup']:g}), weight decay {c['weight_decay']:g}, {seed_text}, "
         f"{r['data']['n_test']:,} test examples{extra_text}; device {env['device']} ({env.get('device_name', '')}), "
         f"{thread_text}, load average (1 min) during epochs {load}; "
-        f"prediction: {'; '.join(sorted({res['method'] + ': ' + res['prediction_path'] for res in results}))}."
+        f"prediction: {'; '.join(sorted({run_label(res) + ': ' + res['prediction_path'] for res in results}))}."
         f"{format_text}"
     )
 
@@ -320,9 +329,9 @@ def _plot(results: list[dict[str, Any]], axis: str, path: Path, title: str) -> b
     for r in results:
         c = r["config"]
         if axis == "train_size":
-            key, x = (r["method"], c.get("model_size")), c["train_size"]
+            key, x = (run_label(r), c.get("model_size")), c["train_size"]
         else:
-            key, x = (r["method"], c["train_size"]), r["model"]["params"]["total"] / 1e6
+            key, x = (run_label(r), c["train_size"]), r["model"]["params"]["total"] / 1e6
         em = _metric(r, "exact_match")
         if em is not None:
             series[key][x].append(100.0 * em)  # one value per seed
@@ -407,4 +416,4 @@ def build_report(results_dir: str | Path, out: str | Path | None = None) -> Path
     return out
 
 
-__all__ = ["aggregate", "build_report", "load_results", "paired_ratios"]
+__all__ = ["aggregate", "build_report", "load_results", "paired_ratios", "run_label"]

@@ -88,9 +88,10 @@ class RunSpec:
             alone, the head at the last prompt position on the answer, as the FoNE paper trains; the rest on prompt
             + answer + eos) or "sequence" (every method on prompt + answer + eos);
             `eval_harness.methods.predict.train_format`.
-        train_path: "harness" (this module's loop and prediction paths) or "product" (numadapter methods:
-            `numadapter.NumberSFTTrainer` trains, `numadapter.generate` predicts; `eval_harness.product`). Product runs
-            train one after another, not in lockstep, and their files end in ``-product``.
+        train_path: "harness" (this module's loop and prediction paths) or "product" (numadapter methods, and
+            ``lora`` as numadapter's plain LoRA (`Method.product_adapter`): `numadapter.NumberSFTTrainer` trains,
+            `numadapter.generate` predicts; `eval_harness.product`). Product runs train one after another, not in
+            lockstep, and their files end in ``-product``.
     """
 
     preset: str
@@ -131,10 +132,10 @@ class RunSpec:
         if self.train_path not in TRAIN_PATHS:
             raise ValueError(f"`train_path` must be one of {list(TRAIN_PATHS)}, got {self.train_path!r}.")
         if self.train_path == "product":
-            if method.backend != "numadapter":
+            if not method.on_product_path:
                 raise ValueError(
-                    f"the product train path trains numadapter methods with NumberSFTTrainer; {self.method!r} is a "
-                    "plain method: train it with --train-path harness."
+                    f"the product train path trains numadapter methods (and lora) with NumberSFTTrainer; "
+                    f"{self.method!r} is a plain method: train it with --train-path harness."
                 )
             if self.n_valid and self.eval_every:
                 raise ValueError("the product train path has no validation curve: pass --n-valid 0 or --eval-every 0.")
@@ -320,6 +321,7 @@ def run_group(
                 method, spec.regime, workdir=workdir, seed=spec.seed, places=places,
                 xval_values=[float(v) for v in xval_values], size=TABLE6.get(spec.model_size),
                 base_path=spec.base, lora=spec.lora, number_settings=spec.number_settings,
+                product=spec.train_path == "product",
             )  # fmt: skip
             train = built.codec.encode(train_examples, desc=f"encode train ({spec.method})")
             runs.append(_Run(spec, method, built, train))

@@ -7,9 +7,13 @@
   template), or any columns plus a ``formatting_func`` returning the text;
 - prompt-completion: ``prompt`` and ``completion``, both strings or both lists of chat messages. The completion starts
   where the tokenized prompt and prompt + completion diverge, comparing the number rows too, so a number that the
-  completion continues ("Total: 12" + "34") belongs to the completion;
+  completion continues ("Total: 12" + "34") belongs to the completion. With ``digits`` + ``aggregate`` the
+  completion's numbers are written without their [AGG] token (`drop_markers`), as the model writes them: an [AGG]
+  is the aggregate of the digits after it, so one before a trained answer would feed the answer to the model, and
+  generation never emits it (only the prompt's numbers carry [AGG]; the digit-aggregation paper marks input numbers);
 - sequence-to-sequence (``seq2seq=True``, T5): ``prompt`` -> ``input_ids``, ``completion`` -> ``labels`` (or
-  ``messages`` whose last message, the assistant's, is the target and the rest the source, via the chat template).
+  ``messages`` whose last message, the assistant's, is the target and the rest the source, via the chat template);
+  the target's numbers carry no [AGG], as above.
 
 Output columns: ``input_ids``, ``num_mask``, ``num_digits``, ``num_sign``, ``num_values``, ``number_group`` (see
 `numadapter.collator`), ``completion_mask`` for prompt-completion data, and for seq2seq ``labels`` with
@@ -131,6 +135,23 @@ def _prefix_length(a: Mapping[str, list], b: Mapping[str, list]) -> int:
     return n
 
 
+def drop_markers(rows: dict[str, list], start: int, marker_id: int | None) -> None:
+    """Removes the [AGG] tokens at positions ``>= start`` from one encoding, with their number rows, in place.
+
+    ``digits`` + ``aggregate`` only (`marker_id` is the tokenizer's ``agg_token_id``; None: nothing to do). The
+    digit tokens stay: the number is then spelled as the model generates it. Columns: ``input_ids`` and the
+    `SIDE_FIELDS` ([T] or [T, P]), and ``number_group`` when it is not empty.
+    """
+    if marker_id is None:
+        return
+    keep = [t for t, i in enumerate(rows["input_ids"]) if t < start or i != marker_id]
+    if len(keep) == len(rows["input_ids"]):
+        return
+    for key in ("input_ids", *SIDE_FIELDS, GROUP_FIELD):
+        if rows.get(key):
+            rows[key] = [rows[key][t] for t in keep]
+
+
 def _append_eos(rows: dict[str, list], eos_id: int | None, places: int) -> None:
     if eos_id is None or (rows["input_ids"] and rows["input_ids"][-1] == eos_id):
         return
@@ -183,11 +204,13 @@ def _causal_batch(batch: dict[str, list], tokenizer: Any, fmt: str, field: str, 
         out["completion_mask"] = []
     eos = tokenizer.eos_token_id if add_eos and fmt in ("text", "prompt_completion") else None
     for i, rows in enumerate(full_rows):
+        if prompt_rows is not None:
+            start = _prefix_length(prompt_rows[i], rows)
+            drop_markers(rows, start, tokenizer.agg_token_id)
         _append_eos(rows, eos, places)
         for key in TOKEN_COLUMNS:
             out[key].append(rows[key])
         if prompt_rows is not None:
-            start = _prefix_length(prompt_rows[i], rows)
             out["completion_mask"].append([0] * start + [1] * (len(rows["input_ids"]) - start))
     return out
 
@@ -214,6 +237,8 @@ def _seq2seq_batch(batch: dict[str, list], tokenizer: Any, fmt: str) -> dict[str
     out: dict[str, list] = {}
     for prefix, texts in (("", sources), (LABEL_PREFIX, targets)):
         encoded = _encode(tokenizer, texts, True)
+        for rows in encoded if prefix else ():
+            drop_markers(rows, 0, tokenizer.agg_token_id)
         for key in TOKEN_COLUMNS:
             name = "labels" if prefix and key == "input_ids" else prefix + key
             out[name] = [rows[key] for rows in encoded]

@@ -92,14 +92,41 @@ def test_completion_only_labels_hand_checked():
     assert everything["labels"][0].tolist() == ids
 
 
-@pytest.mark.parametrize("encoding,extra", [("fone", {}), ("digits", {"aggregate": True})])
-def test_number_continued_by_the_completion_belongs_to_it(encoding, extra):
-    ntok = make("digits", encoding, **extra)
+def test_number_continued_by_the_completion_belongs_to_it():
+    ntok = make("digits", "fone")
     (example,) = prepared(ntok, [{"prompt": "Total: 12", "completion": "34"}])
     marker = example["input_ids"].index(ntok.marker_token_id)
     assert example["completion_mask"][:marker] == [0] * marker
     assert example["completion_mask"][marker:] == [1] * (len(example["input_ids"]) - marker)
     assert example["num_values"][marker] == 1234.0
+    agg = make("digits", "digits", aggregate=True)
+    (example,) = prepared(agg, [{"prompt": "Total: 12", "completion": "34"}])
+    assert tokens(agg, example["input_ids"]) == ["<s>", "Total", ":", "\u0120", "1", "2", "3", "4", "</s>"]
+    assert example["completion_mask"] == [0, 0, 0, 0, 1, 1, 1, 1, 1]  # the number, written as generated, no [AGG]
+
+
+def test_aggregate_marks_the_prompts_numbers_not_the_completions():
+    """An [AGG] before a trained answer would feed the model the answer's own digits (its embedding aggregates the
+    digits after it), and generation never writes one: the completion's numbers are plain digit tokens."""
+    ntok = make("digits", "digits", aggregate=True)
+    (example,) = prepared(ntok, [{"prompt": "12+3=", "completion": "15 and 7"}])
+    agg = ntok.agg_token_id
+    assert tokens(ntok, example["input_ids"]) == [
+        "<s>", "[AGG]", "1", "2", "+", "[AGG]", "3", "=", "1", "5", "\u0120and", "\u0120", "7", "</s>"
+    ]  # fmt: skip
+    assert example["completion_mask"] == [0] * 8 + [1] * 6
+    assert example["num_mask"] == [int(i == agg) for i in example["input_ids"]]
+    assert [d for d, m in zip(example["num_digits"], example["num_mask"]) if m] == [
+        [0, 0, 1, 2, 0, 0], [0, 0, 0, 3, 0, 0]
+    ]  # fmt: skip
+    assert example["number_group"] == [0, 1, 1, 1, 0, 2, 2, 0, 3, 3, 0, 0, 4, 0]
+    batch = NumberDataCollator.from_tokenizer(ntok)([example])
+    assert agg not in batch["labels"][0].tolist()
+    text = ntok("text 12 and 3")  # language-modeling text keeps its markers (it has no prompt)
+    assert text["input_ids"].count(agg) == 2
+    (seq2seq,) = prepared(ntok, [{"prompt": "12+3=", "completion": "15"}], seq2seq=True)
+    assert seq2seq["input_ids"].count(agg) == 2 and agg not in seq2seq["labels"]
+    assert tokens(ntok, seq2seq["labels"]) == ["<s>", "1", "5"]
 
 
 def test_messages_use_the_chat_template():
@@ -186,7 +213,7 @@ def test_prepare_dataset_truncates_and_drops_untrained_examples():
     rows = [{"prompt": "Total: 1234 and more words here", "completion": " 99"}, {"prompt": "A", "completion": " 7"}]
     out = prepared(ntok, rows, max_length=6)
     assert len(out) == 1  # the first example's completion was truncated away
-    assert tokens(ntok, out[0]["input_ids"]) == ["<s>", "A", "\u0120", "[AGG]", "7", "</s>"]
+    assert tokens(ntok, out[0]["input_ids"]) == ["<s>", "A", "\u0120", "7", "</s>"]  # a completion's number: no [AGG]
     kept = prepared(ntok, rows[:1], max_length=6, completion_only_loss=False)
     assert tokens(ntok, kept[0]["input_ids"]) == ["<s>", "Total", ":", "\u0120"]
 
@@ -263,6 +290,10 @@ def test_seq2seq_labels_carry_their_numbers_unshifted(encoding, extra):
     assert "decoder_input_ids" not in batch and not any(k.startswith("decoder_") for k in batch)
     for b, row in enumerate(rows):
         target = ntok(row["completion"])
+        if ntok.agg_token_id is not None:  # a target's numbers are written without [AGG], as they are generated
+            keep = [t for t, i in enumerate(target["input_ids"]) if i != ntok.agg_token_id]
+            assert len(keep) < len(target["input_ids"])
+            target = {key: [target[key][t] for t in keep] for key in ("input_ids", *SIDES)}
         n = len(target["input_ids"])
         assert batch["labels"][b, :n].tolist() == target["input_ids"]  # right-padded, unshifted
         assert set(batch["labels"][b, n:].tolist()) <= {-100}

@@ -177,6 +177,23 @@ def test_report_shows_mean_std_per_split_and_error_bars(tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_report_keeps_product_runs_apart_from_the_harness_loops(tmp_path):
+    """A product run of a method sits next to the harness loop's run of it: its own row, cell and mean."""
+    product = [{**r, "train_path": "product", "run_id": r["run_id"] + "-product"} for r in FAKE[:2]]
+    product[0]["metrics"] = {**product[0]["metrics"], "exact_match": {"value": 0.1}}  # seeds 0 / 1: EM 0.1 / 0.6
+    for r in FAKE[:2] + product:
+        path = tmp_path / r["experiment"] / f"{r['run_id']}.json"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(json.dumps(r))
+    cells = aggregate(FAKE[:2] + product)
+    assert [(c["method"], c["seeds"]) for c in cells] == [("digits", [0, 1]), ("digits (product)", [0, 1])]
+    assert cells[0]["metrics"]["test"]["exact_match"]["mean"] == pytest.approx(0.55)  # 0.5, 0.6
+    assert cells[1]["metrics"]["test"]["exact_match"]["mean"] == pytest.approx(0.35)  # 0.1, 0.6
+    text = build_report(tmp_path).read_text()
+    assert "| digits | 16 | 1 (0.50M) | 0 | 50.00 |" in text
+    assert "| digits (product) | 16 | 1 (0.50M) | 0 | 10.00 |" in text
+
+
 # -- the ntl_mul table -----------------------------------------------------------------------------------------------
 
 

@@ -54,6 +54,11 @@ class Method:
         prediction: ``"generate"``, ``"fone_head"`` or ``"xval_head"`` (see the module docstring).
         regimes: the regimes the method runs in.
         source: where the method comes from.
+        product_adapter: a plain method's `NumberAdapterConfig` number settings on the product train path
+            (`eval_harness.product`), where numadapter trains it: ``lora`` is ``{"encoding": "digits",
+            "train_eos_row": False}``, numadapter's plain LoRA (numbers stay the tokenizer's digit tokens, no [AGG],
+            no NTL, the EOS rows frozen: PEFT's LoRA parameters and nothing else train). Empty: the method keeps the
+            harness loop there.
     """
 
     name: str
@@ -65,6 +70,7 @@ class Method:
     prediction: Literal["generate", "fone_head", "xval_head"] = "generate"
     regimes: tuple[str, ...] = REGIMES
     source: str = ""
+    product_adapter: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -75,14 +81,27 @@ class Method:
             )
         if self.backend == "plain" and self.adapter:
             raise ValueError(f"Method {self.name!r}: a plain method takes no adapter settings, got {self.adapter}.")
+        if self.backend != "plain" and self.product_adapter:
+            raise ValueError(
+                f"Method {self.name!r}: `product_adapter` is for plain methods (a numadapter method trains with "
+                f"`adapter` on every path), got {self.product_adapter}."
+            )
+
+    @property
+    def on_product_path(self) -> bool:
+        """Whether the product train path (`numadapter.NumberSFTTrainer`) can train this method."""
+        return self.backend == "numadapter" or bool(self.product_adapter)
 
     @property
     def encoding(self) -> str | None:
         """The numadapter encoding (``"fone"``, ``"xval"``, ``"digits"``), None for plain methods."""
         return self.adapter.get("encoding") if self.backend == "numadapter" else None
 
-    def adapter_settings(self, regime: str) -> dict[str, Any]:
-        """The `NumberAdapterConfig` number settings for `regime` (scratch adds `scratch_adapter`)."""
+    def adapter_settings(self, regime: str, product: bool = False) -> dict[str, Any]:
+        """The `NumberAdapterConfig` number settings for `regime` (scratch adds `scratch_adapter`); a plain method
+        on the product path (`product`) gets its `product_adapter`."""
+        if self.backend == "plain":
+            return dict(self.product_adapter) if product else {}
         settings = dict(self.adapter)
         if regime == "scratch":
             settings.update(self.scratch_adapter)
@@ -99,6 +118,7 @@ class Method:
             "scratch_adapter": dict(self.scratch_adapter),
             "prediction": self.prediction,
             "source": self.source,
+            "product_adapter": dict(self.product_adapter),
         }
 
 
@@ -118,6 +138,7 @@ def _methods() -> list[Method]:
         Method(
             "lora", "LoRA alone on the base's own tokenizer, token cross-entropy", "plain",
             regimes=("adapter",), source="adapter baseline",
+            product_adapter={"encoding": "digits", "train_eos_row": False},
         ),
         Method(
             "xval", "xVal: one [NUM] scaled by the value, regression head (MSE)", "numadapter",

@@ -11,14 +11,20 @@ the same vocabulary starts from the same weights. Tokenizers are trained locally
   token ("571.870" -> "571" "." "870", 3 tokens; the toy default vocabulary lacks most 3-digit groups);
 - fone / xval: the digits tokenizer (numbers become [NUM]; which tokenizer does not matter for them).
 
-numadapter methods go through `numadapter.mapping.get_peft_model` (the product path: [NUM] rows, number modules,
+numadapter methods go through `numadapter.get_peft_model` (the product path: [NUM] rows, number modules,
 the adapter's loss). PEFT needs at least one LoRA target, so from scratch a rank-1 LoRA on ``q_proj`` rides along
 (B starts at zero) and then every base parameter is unfrozen: the whole model trains, as in the paper. Plain
 methods are plain transformers models (no PEFT) trained on every parameter.
 
 Adapter regime (``regime="adapter"``): the base model and its tokenizer are loaded from a path
 (``AutoModelForCausalLM`` / ``AutoTokenizer``, no ``trust_remote_code``); the base stays frozen; ``lora`` is
-``peft.LoraConfig``, the numadapter methods a `NumberAdapterConfig` with the same LoRA settings.
+``peft.LoraConfig``, the numadapter methods a `NumberAdapterConfig` with the same LoRA settings. On the product train
+path (``product=True``) ``lora`` is numadapter's plain LoRA instead (`Method.product_adapter`: a
+`NumberAdapterConfig` with ``encoding="digits"``, ``train_eos_row=False`` and the same LoRA settings), so that
+`numadapter.NumberSFTTrainer` trains it.
+
+Only numadapter's public API is used: the names of ``numadapter.__all__``, `numadapter.encodings` (documented there)
+and `numadapter.toy` (the README's tokenizers for tests and examples).
 """
 
 from __future__ import annotations
@@ -33,7 +39,6 @@ import torch
 from eval_harness.methods import Method
 from eval_harness.methods.encode import Codec
 from eval_harness.methods.sizes import TABLE6, LoraSettings, ModelSize  # noqa: F401 (re-exported)
-from numadapter.tuner.patches import base_weight
 
 SCRATCH_TOKENIZERS = ("digits", "subword")
 SUBWORD_VOCAB = 2300  # byte alphabet + specials + the 1,110 digit groups + merges of the toy corpus
@@ -144,8 +149,10 @@ def count_parameters(model: torch.nn.Module) -> dict[str, int]:
     trainable = sum(p.numel() for p in seen.values() if p.requires_grad)
     embedding_ptrs = set()
     for module in (model.get_input_embeddings(), model.get_output_embeddings()):
-        if module is not None:
-            embedding_ptrs.add(base_weight(module).data_ptr())  # through PEFT wrappers
+        while module is not None and (hasattr(module, "base_layer") or hasattr(module, "token_adapter")):
+            module = module.token_adapter.base_layer if hasattr(module, "token_adapter") else module.base_layer
+        if module is not None:  # the raw weight inside PEFT's wrappers (LoRA, trainable tokens)
+            embedding_ptrs.add(module.weight.data_ptr())
     embedding = sum(seen[ptr].numel() for ptr in embedding_ptrs if ptr in seen)
     return {"total": total, "trainable": trainable, "embedding": embedding, "non_embedding": total - embedding}
 
@@ -157,12 +164,13 @@ def _number_config(
     xval_values: Sequence[float],
     lora: Mapping[str, Any],
     overrides: Mapping[str, Any],
+    product: bool,
 ) -> Any:
-    from numadapter.config import NumberAdapterConfig
-    from numadapter.encodings.xval import fit_normalization
+    from numadapter import NumberAdapterConfig
+    from numadapter.encodings import fit_normalization
 
     settings: dict[str, Any] = {"int_digits": places[0], "frac_digits": places[1]}
-    settings.update(method.adapter_settings(regime))
+    settings.update(method.adapter_settings(regime, product))
     settings.update(overrides)
     if settings["encoding"] == "xval" and "xval_scale" not in settings:
         center, scale = fit_normalization(list(xval_values), method="absmax", clip=settings.get("xval_clip", 5.0))
@@ -182,6 +190,7 @@ def build(
     base_path: str | os.PathLike | None = None,
     lora: LoraSettings | None = None,
     number_settings: Mapping[str, Any] | None = None,
+    product: bool = False,
 ) -> Built:
     """Builds the model, tokenizer(s) and codec of one run.
 
@@ -196,13 +205,13 @@ def build(
         base_path: the pretrained base (adapter).
         lora: LoRA settings (adapter).
         number_settings: `NumberAdapterConfig` fields replacing the method's (numadapter methods).
+        product: the run trains on the product path: a plain method with a `Method.product_adapter` is built as
+            numadapter's model with those settings.
 
     Returns:
         The `Built` run.
     """
-    from numadapter.config import NumberAdapterConfig
-    from numadapter.mapping import get_peft_model
-    from numadapter.tokenization import NumberTokenizer
+    from numadapter import NumberAdapterConfig, NumberTokenizer, get_peft_model
 
     if regime not in method.regimes:
         other = {"scratch": "digits, subword", "adapter": "lora"}[regime]
@@ -234,14 +243,14 @@ def build(
         raise ValueError(f"`regime` must be 'scratch' or 'adapter', got {regime!r}.")
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
-    if method.backend == "plain":
+    if not method.adapter_settings(regime, product):  # a plain method (on the product path only with settings)
         if regime == "adapter":
             import peft
 
             model = peft.get_peft_model(model, peft.LoraConfig(task_type="CAUSAL_LM", **lora_kwargs))
         codec = Codec(tokenizer, tokenizer, tokenizer, side=False)
         return Built(model, codec, tokenizer, params=count_parameters(model), settings=settings)
-    config = _number_config(method, regime, places, xval_values, lora_kwargs, number_settings or {})
+    config = _number_config(method, regime, places, xval_values, lora_kwargs, number_settings or {}, product)
     ntok = NumberTokenizer(tokenizer, config)
     answer_encoder = ntok
     if config.encoding == "digits" and config.aggregate:  # answers stay plain digit tokens (see encode.py)

@@ -12,7 +12,8 @@ Decisions (see also `numadapter.generation.loop` and `numadapter.generation.read
   finds in the completion text.
 - **[AGG]** (``encoding="digits"``, ``aggregate=True``) is an input-side marker whose embedding is the aggregate of
   the digits that *follow* it, unknown while generating; it is never generated (its logit is masked), numbers are
-  written as digit tokens. Train with [AGG] label positions masked (-100) so the model does not learn to emit it.
+  written as digit tokens. `numadapter.data.prepare_dataset` writes the numbers of a completion (or T5 target)
+  without [AGG], so the trainers never teach the model to emit it or feed it an answer's digits.
 - **xVal values out of range.** A predicted value that normalises beyond ``xval_clip`` (or is not finite) cannot be
   fed back as the next [NUM] and is never clamped: by default (``xval_out_of_range="stop"``) that sequence stops
   right after the number (rendered as predicted), with a warning and ``stop_reason="number_out_of_range"``;
