@@ -8,6 +8,7 @@ almost only at the previous or the start token there; a random one looks everywh
 
     python -m eval_harness.quickstart_limits --base DIR          # a quick start base (numadapter quickstart --out)
     python -m eval_harness.quickstart_limits --random 128,512,2   # a random Llama: hidden, intermediate, layers
+    python -m eval_harness.quickstart_limits --pretrain 128,512,2,600   # ... pretrained 600 steps as the quick start
     ... --full --lr 1e-3 --set fone_projection=pad --set fone_head_input=slice
 
 `--base` takes any local causal LM saved with its tokenizer; `--random` builds one with the quick start's tokenizer.
@@ -37,6 +38,15 @@ def _random_base(spec: str, out: str) -> str:
         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
     )  # fmt: skip
     LlamaForCausalLM(config).save_pretrained(out)
+    return out
+
+
+def _pretrained_base(spec: str, out: str) -> str:
+    from numadapter.quickstart import FULL, TinySpec, build_tiny_base
+
+    hidden, intermediate, layers, steps = (int(x) for x in spec.split(","))
+    sizes = dict(hidden=hidden, intermediate=intermediate, layers=layers, pretrain_steps=steps)
+    build_tiny_base(out, TinySpec(**{**FULL.__dict__, **sizes}), seed=0, print_fn=print)
     return out
 
 
@@ -87,6 +97,10 @@ def main(argv: list[str] | None = None) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--base", help="a local causal LM directory (with its tokenizer)")
     source.add_argument("--random", help="hidden,intermediate,layers of a random-init Llama")
+    source.add_argument(
+        "--pretrain", metavar="H,I,L,STEPS", help="a Llama of hidden,intermediate,layers pretrained for STEPS steps "
+        "the quick start's way (numadapter.quickstart.build_tiny_base: its text, no addition, seed 0)"
+    )  # fmt: skip
     parser.add_argument("--steps", type=int, default=1200)
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--batch", type=int, default=32)
@@ -114,7 +128,10 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(1)
     datasets.disable_progress_bars()
     work = tempfile.mkdtemp()
-    path = args.base or _random_base(args.random, os.path.join(work, "base"))
+    if args.pretrain:
+        path = _pretrained_base(args.pretrain, os.path.join(work, "base"))
+    else:
+        path = args.base or _random_base(args.random, os.path.join(work, "base"))
     if args.scale_qk is not None:
         path = scale_query_key(path, args.scale_qk, os.path.join(work, "scaled"))
     entropy = attention_entropy(path)

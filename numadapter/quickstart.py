@@ -108,6 +108,7 @@ class TinySpec:
     eval_examples: int
     learning_rate: float
     rank: int
+    intermediate: int | None = None  # the MLP width; None: 2 * hidden
 
 
 FULL = TinySpec(hidden=64, layers=2, heads=4, pretrain_steps=600, finetune_steps=2000, batch_size=32,
@@ -158,7 +159,7 @@ def build_tiny_base(
     tokenizer = build_tokenizer("digits", path)
     torch.manual_seed(seed)
     config = config_class(
-        vocab_size=len(tokenizer), hidden_size=spec.hidden, intermediate_size=2 * spec.hidden,
+        vocab_size=len(tokenizer), hidden_size=spec.hidden, intermediate_size=spec.intermediate or 2 * spec.hidden,
         num_hidden_layers=spec.layers, num_attention_heads=spec.heads, num_key_value_heads=spec.heads,
         max_position_embeddings=128, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=False,

@@ -31,3 +31,16 @@ def test_scale_query_key_scales_only_query_and_key_and_flattens_attention(tmp_pa
     uniform = torch.log(torch.tensor(13.0)).item()  # 13 tokens up to the answer position
     assert min(peaked) < 1.0  # logits x1600: nearly one-hot somewhere
     assert min(flat) > 0.95 * uniform  # logits x16 of a small init: close to uniform
+
+
+def test_pretrained_base_has_the_requested_sizes_and_was_trained(tmp_path):
+    from eval_harness.quickstart_limits import _pretrained_base
+
+    path = _pretrained_base("32,48,1,3", str(tmp_path / "pre"))
+    model = AutoModelForCausalLM.from_pretrained(path)
+    config = model.config
+    assert (config.hidden_size, config.intermediate_size, config.num_hidden_layers) == (32, 48, 1)
+    torch.manual_seed(0)  # the init build_tiny_base starts from (seed 0): 3 steps must have moved it
+    fresh = type(model)(config)
+    assert not torch.equal(fresh.model.layers[0].mlp.up_proj.weight, model.model.layers[0].mlp.up_proj.weight)
+    assert AutoTokenizer.from_pretrained(path).eos_token_id is not None
