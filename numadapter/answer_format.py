@@ -21,9 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-IGNORE_INDEX = -100
+from numadapter.wire import IGNORE_INDEX, LABEL_PREFIX
+from numadapter.wire import SIDE_FIELDS as NUMBER_FIELDS
+
 ANSWER_FORMATS = ("sequence", "head")
-NUMBER_FIELDS = ("num_mask", "num_digits", "num_sign", "num_values")
 
 
 def check_answer_format(value: str) -> str:
@@ -82,7 +83,7 @@ def shift_example(rows: dict[str, list], eos_ids: Sequence[int]) -> dict[str, li
     for key in NUMBER_FIELDS:
         column = rows[key]
         empty = [0] * len(column[0]) if key == "num_digits" and column else (0.0 if key == "num_values" else 0)
-        out["labels_" + key] = [
+        out[LABEL_PREFIX + key] = [
             column[t + 1] if t + 1 < length and shifted[t] != IGNORE_INDEX and mask[t + 1] else _copy(empty)
             for t in range(length)
         ]

@@ -38,8 +38,8 @@ import torch.nn.functional as F
 from transformers import TrainerCallback
 
 from numadapter.ntl import NTLoss, cross_entropy_and_ntl
+from numadapter.wire import IGNORE_INDEX
 
-IGNORE_INDEX = -100
 COMPONENTS = ("lm_loss", "number_loss", "ntl_loss", "aggregate_loss")
 
 

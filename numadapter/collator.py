@@ -5,17 +5,21 @@ the same place. Here that is one function per transform: `safe_slice` (one examp
 `NumberDataCollator.__call__` (padding and completion-only labels), both slicing every per-token column with the same
 slice.
 
-Examples are dicts of per-token lists, as `numadapter.data.prepare_dataset` (or `NumberTokenizer` without
-``return_tensors``) produces them:
+Examples are dicts of lists (the names and forms are `numadapter.wire`'s):
 
-- ``input_ids`` (required), ``num_mask``, ``num_digits`` (``[T][P]``), ``num_sign``, ``num_values``: the number
-  columns default to zeros when absent (a text without numbers);
+- ``input_ids`` (required) and the example's numbers, in either form: sparse rows, one entry per number, as
+  `numadapter.data.prepare_dataset` stores them (``number_positions`` ``[N]``, ``number_digits`` ``[N][P]``,
+  ``number_sign``, ``number_values``, ``number_spans``), densified here first (`numadapter.wire.dense_rows`); or
+  dense per-token rows, as `NumberTokenizer` without ``return_tensors`` gives them and numadapter 0.1.0 prepared
+  them (``num_mask``, ``num_digits`` ``[T][P]``, ``num_sign``, ``num_values``). Both give the same batch. The
+  number columns default to zeros when absent (a text without numbers);
 - ``completion_mask`` (optional): 1 on completion tokens; with ``completion_only_loss`` the other labels are -100;
 - ``labels`` (optional): used as given (causal LMs) instead of a copy of ``input_ids``;
-- ``number_group`` (optional): 0 outside numbers, k on every token of the k-th number (its [NUM] / [AGG], its sign
-  token with ``sign_policy="text"``, and in ``encoding="digits"`` every digit, separator and point token);
-- sequence-to-sequence (``seq2seq=True``, T5): ``labels`` are the target ids with ``labels_num_*`` and
-  ``labels_number_group`` aligned with them.
+- ``number_group`` (optional; dense rows, ``number_spans`` in sparse ones): 0 outside numbers, k on every token of
+  the k-th number (its [NUM] / [AGG], its sign token with ``sign_policy="text"``, and in ``encoding="digits"`` every
+  digit, separator and point token);
+- sequence-to-sequence (``seq2seq=True``, T5): ``labels`` are the target ids with ``labels_number_*`` (sparse) or
+  ``labels_num_*`` and ``labels_number_group`` (dense) aligned with them.
 
 Truncation never cuts a number in half (``encoding="digits"`` spreads a number over several tokens, and a minus
 sign kept as text belongs to the [NUM] after it): when the cut falls inside a number, the whole number is dropped,
@@ -38,26 +42,24 @@ from typing import Any
 import torch
 
 from numadapter.answer_format import check_answer_format, seq2seq_answer_cut, shift_example
+from numadapter.wire import (  # noqa: F401  (IGNORE_INDEX, SIDE_FIELDS, LABEL_PREFIX: re-exported, public before)
+    GROUP_FIELD,
+    IGNORE_INDEX,
+    LABEL_PREFIX,
+    SIDE_FIELDS,
+    SPAN_FIELD,
+    SPARSE_FIELDS,
+    dense_rows,
+    group_spans,
+    is_sparse,
+)
 
-IGNORE_INDEX = -100
-SIDE_FIELDS = ("num_mask", "num_digits", "num_sign", "num_values")
-GROUP_FIELD = "number_group"
-LABEL_PREFIX = "labels_"
 TRUNCATION_MODES = ("keep_start", "keep_end")
 PADDING_SIDES = ("left", "right")
-# Columns the collator reads; trainers keep them when they remove unused dataset columns.
-CAUSAL_COLUMNS = ("input_ids", "attention_mask", "labels", "completion_mask", *SIDE_FIELDS, GROUP_FIELD)
-SEQ2SEQ_COLUMNS = CAUSAL_COLUMNS + tuple(LABEL_PREFIX + name for name in (*SIDE_FIELDS, GROUP_FIELD))
-
-
-def _number_ranges(group: Sequence[int]) -> dict[int, tuple[int, int]]:
-    """``{k: (first, last + 1)}`` of every number group k > 0."""
-    ranges: dict[int, tuple[int, int]] = {}
-    for t, k in enumerate(group):
-        if k:
-            first, _ = ranges.get(k, (t, t))
-            ranges[k] = (first, t + 1)
-    return ranges
+# Columns the collator reads (both forms of the numbers); trainers keep them when they remove unused columns.
+NUMBER_COLUMNS = (*SIDE_FIELDS, GROUP_FIELD, *SPARSE_FIELDS, SPAN_FIELD)
+CAUSAL_COLUMNS = ("input_ids", "attention_mask", "labels", "completion_mask", *NUMBER_COLUMNS)
+SEQ2SEQ_COLUMNS = CAUSAL_COLUMNS + tuple(LABEL_PREFIX + name for name in NUMBER_COLUMNS)
 
 
 def safe_slice(
@@ -91,7 +93,7 @@ def safe_slice(
         return slice(0, length)
     cut = max_length if mode == "keep_start" else length - max_length  # first dropped / first kept token
     if group:
-        for first, stop in _number_ranges(group).values():
+        for first, stop in group_spans(group):
             if first < cut < stop:
                 if stop - first > max_length:
                     raise ValueError(
@@ -127,6 +129,9 @@ def _column(example: Mapping[str, Any], key: str, length: int, default: Any, whe
 
 
 def _side_rows(example: Mapping[str, Any], prefix: str, length: int, places: int, where: str) -> dict[str, list]:
+    """The `prefix` side's number columns as dense per-token lists (sparse rows are densified here)."""
+    if is_sparse(example, prefix):
+        return dense_rows(example, prefix, length, places, where)
     rows = {
         "num_mask": _column(example, prefix + "num_mask", length, 0, where),
         "num_digits": _column(example, prefix + "num_digits", length, lambda: [0] * places, where),

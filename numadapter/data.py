@@ -15,11 +15,13 @@
   ``messages`` whose last message, the assistant's, is the target and the rest the source, via the chat template);
   the target's numbers carry no [AGG], as above.
 
-Output columns: ``input_ids``, ``num_mask``, ``num_digits``, ``num_sign``, ``num_values``, ``number_group`` (see
-`numadapter.collator`), ``completion_mask`` for prompt-completion data, and for seq2seq ``labels`` with
-``labels_num_*`` and ``labels_number_group``. Like TRL, an EOS token is appended to non-conversational causal texts
-that do not end with one. Truncation (``max_length``) uses `numadapter.collator.safe_slice`: a number the cut would
-split is dropped whole. Examples left without a trained token are dropped, as TRL does.
+Output columns: ``input_ids``, the numbers as sparse rows, one entry per number (`numadapter.wire`:
+``number_positions`` ``[N]``, ``number_digits`` ``[N][P]`` int8, ``number_sign`` ``[N]`` int8, ``number_values``
+``[N]``, ``number_spans`` ``[G][2]``), ``completion_mask`` for prompt-completion data, and for seq2seq ``labels``
+with ``labels_number_*`` / ``labels_number_spans``. Only the collator densifies them (`NumberDataCollator`). Like
+TRL, an EOS token is appended to non-conversational causal texts that do not end with one. Truncation
+(``max_length``) uses `numadapter.collator.safe_slice`: a number the cut would split is dropped whole. Examples left
+without a trained token are dropped, as TRL does.
 """
 
 from __future__ import annotations
@@ -27,12 +29,24 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from numadapter.collator import GROUP_FIELD, LABEL_PREFIX, SIDE_FIELDS, safe_slice
+from numadapter.collator import safe_slice
 from numadapter.data_checks import first_example, require_examples
 from numadapter.numbers import find_numbers
+from numadapter.wire import (
+    GROUP_FIELD,
+    LABEL_PREFIX,
+    POSITIONS_FIELD,
+    SIDE_FIELDS,
+    SPAN_FIELD,
+    SPARSE_FIELDS,
+    group_column,
+    sparse_features,
+    sparse_rows,
+)
 
 _ASCII_DIGITS = frozenset("0123456789")
-TOKEN_COLUMNS = ("input_ids", *SIDE_FIELDS, GROUP_FIELD)
+# The columns of one side of a prepared example: its ids and its numbers as sparse rows.
+TOKEN_COLUMNS = ("input_ids", *SPARSE_FIELDS, SPAN_FIELD)
 
 
 def _is_conversation(value: Any) -> bool:
@@ -164,6 +178,7 @@ def _append_eos(rows: dict[str, list], eos_id: int | None, places: int) -> None:
 
 
 def _encode(tokenizer: Any, texts: list[str], add_special_tokens: bool) -> list[dict[str, list]]:
+    """Dense rows (ids, ``num_*`` and ``number_group``, one entry per token) of each text."""
     enc = tokenizer(texts, add_special_tokens=add_special_tokens)
     out = []
     for b, text in enumerate(texts):
@@ -208,8 +223,9 @@ def _causal_batch(batch: dict[str, list], tokenizer: Any, fmt: str, field: str, 
             start = _prefix_length(prompt_rows[i], rows)
             drop_markers(rows, start, tokenizer.agg_token_id)
         _append_eos(rows, eos, places)
+        stored = {"input_ids": rows["input_ids"], **sparse_rows(rows)}
         for key in TOKEN_COLUMNS:
-            out[key].append(rows[key])
+            out[key].append(stored[key])
         if prompt_rows is not None:
             out["completion_mask"].append([0] * start + [1] * (len(rows["input_ids"]) - start))
     return out
@@ -239,28 +255,52 @@ def _seq2seq_batch(batch: dict[str, list], tokenizer: Any, fmt: str) -> dict[str
         encoded = _encode(tokenizer, texts, True)
         for rows in encoded if prefix else ():
             drop_markers(rows, 0, tokenizer.agg_token_id)
+        encoded = [{"input_ids": rows["input_ids"], **sparse_rows(rows)} for rows in encoded]
         for key in TOKEN_COLUMNS:
             name = "labels" if prefix and key == "input_ids" else prefix + key
             out[name] = [rows[key] for rows in encoded]
     return out
 
 
+def _cut_side(example: dict[str, Any], ids_key: str, prefix: str, limit: int, mode: str, digit_ids) -> dict:
+    """One side's ids and sparse rows truncated to `limit` tokens (`safe_slice`); positions move with the cut."""
+    ids = example[ids_key]
+    group = group_column(example.get(prefix + SPAN_FIELD), len(ids))
+    cut = safe_slice(len(ids), limit, mode, group, ids, digit_ids)
+    start, stop = cut.start, cut.stop
+    positions = example[prefix + POSITIONS_FIELD]
+    kept = [i for i, t in enumerate(positions) if start <= t < stop]
+    out = {ids_key: ids[cut], prefix + POSITIONS_FIELD: [positions[i] - start for i in kept]}
+    for name in SPARSE_FIELDS[1:]:
+        out[prefix + name] = [example[prefix + name][i] for i in kept]
+    spans = example.get(prefix + SPAN_FIELD)
+    if spans is not None:  # safe_slice never cuts inside a span
+        out[prefix + SPAN_FIELD] = [[a - start, b - start] for a, b in spans if start <= a and b <= stop]
+    if not prefix and example.get("completion_mask"):
+        out["completion_mask"] = example["completion_mask"][cut]
+    return out
+
+
 def _truncate(example: dict[str, Any], max_length: int | None, mode: str, max_target: int | None, digit_ids) -> dict:
     out = {}
     if max_length is not None:
-        ids = example["input_ids"]
-        cut = safe_slice(len(ids), max_length, mode, example[GROUP_FIELD], ids, digit_ids)
-        for key in ("input_ids", *SIDE_FIELDS, GROUP_FIELD, "completion_mask"):
-            if key in example and example[key]:
-                out[key] = example[key][cut]
+        out.update(_cut_side(example, "input_ids", "", max_length, mode, digit_ids))
     if max_target is not None and "labels" in example:
-        labels = example["labels"]
-        group = example.get(LABEL_PREFIX + GROUP_FIELD)
-        cut = safe_slice(len(labels), max_target, "keep_start", group, labels, digit_ids)
-        for key in ("labels", *(LABEL_PREFIX + k for k in (*SIDE_FIELDS, GROUP_FIELD))):
-            if key in example and example[key]:
-                out[key] = example[key][cut]
+        out.update(_cut_side(example, "labels", LABEL_PREFIX, max_target, "keep_start", digit_ids))
     return out
+
+
+def prepared_features(places: int, seq2seq: bool, completion_mask: bool) -> Any:
+    """The `datasets.Features` of `prepare_dataset`'s output (fixed: inferred ones would depend on the first batch)."""
+    import datasets
+
+    # ids as `datasets` types them by itself (input_ids int32, labels int64); the 0 / 1 completion mask as int8
+    features = {"input_ids": datasets.List(datasets.Value("int32")), **sparse_features(places)}
+    if seq2seq:
+        features.update({"labels": datasets.List(datasets.Value("int64")), **sparse_features(places, LABEL_PREFIX)})
+    elif completion_mask:
+        features["completion_mask"] = datasets.List(datasets.Value("int8"))
+    return datasets.Features(features)
 
 
 def prepare_dataset(
@@ -308,6 +348,8 @@ def prepare_dataset(
     kwargs = {"batched": True, "batch_size": batch_size, "remove_columns": columns}
     if num_proc is not None and hasattr(dataset, "num_rows"):
         kwargs["num_proc"] = num_proc
+    features = prepared_features(tokenizer.config.num_places, seq2seq, fmt.startswith("prompt_completion"))
+    kwargs["features"] = features
     if seq2seq:
         dataset = dataset.map(_seq2seq_batch, fn_kwargs={"tokenizer": tokenizer, "fmt": fmt}, **kwargs)
     else:
@@ -316,7 +358,7 @@ def prepare_dataset(
     if max_length is not None or max_target_length is not None:
         digit_ids = tokenizer.digit_token_ids if tokenizer.config.encoding == "digits" else None
         fn_kwargs = {"max_length": max_length, "mode": truncation_mode, "max_target": max_target_length}
-        dataset = dataset.map(_truncate, fn_kwargs={**fn_kwargs, "digit_ids": digit_ids})
+        dataset = dataset.map(_truncate, fn_kwargs={**fn_kwargs, "digit_ids": digit_ids}, features=features)
         if completion_only_loss and fmt.startswith("prompt_completion") and not seq2seq:
             dataset = dataset.filter(lambda example: any(example["completion_mask"]))
             require_examples(dataset, "dataset", max_length, truncation_mode)

@@ -46,6 +46,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from numadapter.wire import check_tokenizer_matches
+
 NUMBER_CONFIG_NAME = "number_config.json"
 NUMBER_MODULES_NAME = "number_modules.safetensors"
 FORMAT = "numadapter-merged"
@@ -86,23 +88,6 @@ def _adapter(model: Any) -> tuple[Any, str, Any]:
         )
     name = model.active_adapter
     return tuner, name, tuner.peft_config[name]
-
-
-def _check_tokenizer(ntok: Any, config: Any) -> None:
-    from numadapter.tokenization import NumberTokenizer
-
-    if not isinstance(ntok, NumberTokenizer):
-        raise TypeError(
-            f"`number_tokenizer` must be a numadapter NumberTokenizer, got {type(ntok).__name__}: build it with "
-            "NumberTokenizer(tokenizer, config) using the adapter's config."
-        )
-    mine = (ntok.config.encoding, ntok.config.aggregate, ntok.num_token_id, ntok.agg_token_id)
-    theirs = (config.encoding, config.aggregate, config.num_token_id, config.agg_token_id)
-    if mine != theirs:
-        raise ValueError(
-            f"the NumberTokenizer (encoding, aggregate, num_token_id, agg_token_id) = {mine} does not match the "
-            f"adapter config {theirs}: pass the NumberTokenizer built with this adapter's config and tokenizer."
-        )
 
 
 def _check_not_partitioned(model: nn.Module) -> None:
@@ -234,7 +219,7 @@ def export_merged(
     from numadapter.quantization import quantized_weights
 
     tuner, adapter, config = _adapter(model)
-    _check_tokenizer(number_tokenizer, config)
+    check_tokenizer_matches(number_tokenizer, config, "export_merged")
     _check_not_partitioned(model)
     protected = {
         "the base model's directory": config.base_model_name_or_path,

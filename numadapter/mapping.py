@@ -28,6 +28,7 @@ from torch import nn
 from numadapter.config import NumberAdapterConfig
 from numadapter.tuner.patches import base_weight, detect_architecture
 from numadapter.tuner.registration import register
+from numadapter.wire import check_tokenizer_matches
 from numadapter.zero import matrix_shape
 
 DIGITS = "0123456789"
@@ -59,16 +60,8 @@ def bind_tokenizer(config: NumberAdapterConfig, tokenizer: Any, model: nn.Module
     """
     from numadapter.tokenization import NumberTokenizer
 
-    if isinstance(tokenizer, NumberTokenizer):
-        ntok = tokenizer
-        if (ntok.config.encoding, ntok.config.aggregate) != (config.encoding, config.aggregate):
-            raise ValueError(
-                f"the NumberTokenizer was built for encoding={ntok.config.encoding!r}, aggregate="
-                f"{ntok.config.aggregate}, the config says encoding={config.encoding!r}, aggregate={config.aggregate}:"
-                " build the NumberTokenizer with this config."
-            )
-    else:
-        ntok = NumberTokenizer(tokenizer, config)
+    ntok = tokenizer if isinstance(tokenizer, NumberTokenizer) else NumberTokenizer(tokenizer, config)
+    check_tokenizer_matches(ntok, config, "get_peft_model", "tokenizer")
     config.num_token_id = ntok.num_token_id
     config.agg_token_id = ntok.agg_token_id
     config.digit_token_ids = digit_token_ids(ntok.tokenizer)

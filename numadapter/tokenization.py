@@ -60,6 +60,8 @@ from numadapter.number_decoding import NumberDecoding
 from numadapter.number_notes import PromptNumbers, note_prompts
 from numadapter.numbers import ExactNumber, NumberOutOfRangeError, NumberSpan, find_numbers
 from numadapter.tokenizer_options import TransformersOptions, check_unsupported
+from numadapter.wire import SIDE_FIELDS as SIDE_KEYS
+from numadapter.wire import EncodedNumber
 
 CONFIG_NAME = "number_tokenizer_config.json"
 # Config fields the tokenizer depends on; saved in CONFIG_NAME.
@@ -76,7 +78,6 @@ SAVED_FIELDS = (
     "xval_scale",
     "xval_clip",
 )
-SIDE_KEYS = ("num_mask", "num_digits", "num_sign", "num_values")
 _ASCII_DIGITS = "0123456789"
 _OWN_ATTRIBUTES = frozenset({"tokenizer", "config", "num_token_id", "agg_token_id", "marker_token_id"})
 _CACHE_LIMIT = 200_000
@@ -269,7 +270,7 @@ class NumberTokenizer(NumberDecoding, TransformersOptions):
             "`xval_center`/`xval_scale` (fit_normalization) or `xval_clip`, or set out_of_range='text'."
         )
 
-    def _substitute(self, index: int, text: str) -> tuple[str, list[tuple[str, tuple[int, ...], int, float]]]:
+    def _substitute(self, index: int, text: str) -> tuple[str, list[EncodedNumber]]:
         """Puts the marker into `text` for each in-range number; returns the new text and the numbers in order."""
         if not isinstance(text, str):
             raise TypeError(f"NumberTokenizer: text {index} must be a str, got {type(text).__name__} ({text!r:.80}).")
@@ -291,7 +292,7 @@ class NumberTokenizer(NumberDecoding, TransformersOptions):
         replace = self.config.encoding != "digits"
         raise_out = self.config.out_of_range == "error"
         parts: list[str] = []
-        numbers: list[tuple[str, tuple[int, ...], int, float]] = []
+        numbers: list[EncodedNumber] = []
         pos = 0
         cache_get = self._cache.get
         for span in find_numbers(text):
@@ -311,7 +312,7 @@ class NumberTokenizer(NumberDecoding, TransformersOptions):
             parts.append(text[pos:start])
             parts.append(marker)
             pos = end if replace else start
-            numbers.append((surface, *row))
+            numbers.append(EncodedNumber(surface, *row))
         if not numbers:
             return text, numbers
         parts.append(text[pos:])
@@ -389,7 +390,7 @@ class NumberTokenizer(NumberDecoding, TransformersOptions):
         ids = [e.ids for e in encodings]
         mask = [e.attention_mask for e in encodings]
         numbers = self._kept_numbers(ids, numbers, truncation not in (False, "do_not_truncate", None))
-        number_texts = [[n[0] for n in nums] for nums in numbers]
+        number_texts = [[n.text for n in nums] for nums in numbers]
         if return_tensors == "pt":
             if len({len(row) for row in ids}) > 1:
                 raise ValueError(
@@ -462,7 +463,9 @@ class NumberTokenizer(NumberDecoding, TransformersOptions):
             pad_to_multiple_of=pad_to_multiple_of,
         )
 
-    def _kept_numbers(self, ids: list[list[int]], numbers: list[list[tuple]], truncated: bool) -> list[list[tuple]]:
+    def _kept_numbers(
+        self, ids: list[list[int]], numbers: list[list[EncodedNumber]], truncated: bool
+    ) -> list[list[EncodedNumber]]:
         """The numbers of each row whose marker survived truncation (all of them without truncation)."""
         if self.marker_token_id is None:
             return numbers
@@ -478,7 +481,7 @@ class NumberTokenizer(NumberDecoding, TransformersOptions):
             kept_numbers.append(nums)
         return kept_numbers
 
-    def _side_tensors(self, input_ids: np.ndarray, numbers: list[list[tuple]]) -> dict[str, torch.Tensor]:
+    def _side_tensors(self, input_ids: np.ndarray, numbers: list[list[EncodedNumber]]) -> dict[str, torch.Tensor]:
         """Side tensors for a rectangular batch: num_mask [B, T], num_digits [B, T, P], num_sign [B, T], num_values."""
         batch, length = input_ids.shape
         num_mask = np.zeros((batch, length), dtype=np.int64)
@@ -496,7 +499,7 @@ class NumberTokenizer(NumberDecoding, TransformersOptions):
         out = {"num_mask": num_mask, "num_digits": num_digits, "num_sign": num_sign, "num_values": num_values}
         return {key: torch.from_numpy(value) for key, value in out.items()}
 
-    def _side_lists(self, ids: list[list[int]], numbers: list[list[tuple]]) -> dict[str, list]:
+    def _side_lists(self, ids: list[list[int]], numbers: list[list[EncodedNumber]]) -> dict[str, list]:
         """Side tensors as Python lists (one list per row, rows may differ in length)."""
         places = self.config.num_places
         marker = self.marker_token_id

@@ -52,6 +52,7 @@ from numadapter.safe_checkpoint import SafeCheckpointMixin
 from numadapter.tokenization import NumberTokenizer
 from numadapter.tuner.alignment import causal_lm_labels
 from numadapter.tuner.loss import ItemCounts, count_aggregate_numbers
+from numadapter.wire import check_tokenizer_matches
 
 
 def _bind(model: Any, processing_class: Any, peft_config: NumberAdapterConfig | None) -> tuple[PeftModel, Any]:
@@ -84,14 +85,7 @@ def _bind(model: Any, processing_class: Any, peft_config: NumberAdapterConfig | 
     ntok = processing_class
     if not isinstance(ntok, NumberTokenizer):
         ntok = NumberTokenizer(processing_class, config)
-    ours = {"num_token_id": ntok.num_token_id, "agg_token_id": ntok.agg_token_id, "encoding": ntok.config.encoding,
-            "int_digits": ntok.config.int_digits, "frac_digits": ntok.config.frac_digits}  # fmt: skip
-    differ = {k: (v, getattr(config, k)) for k, v in ours.items() if v is not None and v != getattr(config, k)}
-    if differ:
-        raise ValueError(
-            f"The NumberTokenizer and the model's adapter config disagree on {differ} (tokenizer, model): build the "
-            "NumberTokenizer with the adapter's config (NumberTokenizer(tokenizer, model.peft_config['default']))."
-        )
+    check_tokenizer_matches(ntok, config, "the number trainer", "processing_class")
     return model, ntok
 
 

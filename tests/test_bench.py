@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from eval_harness.bench import all as bench_all
+from eval_harness.bench import dataset_size
 from eval_harness.bench.table_tokens import build_encoders, count_tokens, make_tables
 from eval_harness.bench.train_throughput import run as run_throughput
 from numadapter.numbers import find_numbers
@@ -109,6 +110,18 @@ def test_train_throughput_tiny_run_gives_positive_numbers():
     plain = run_throughput(methods=["digits", "subword"], reference="digits", model_size=1, batch_size=4, steps=1,
                            repeats=1, warmup=0)  # fmt: skip
     assert plain["ceiling"] is None and set(plain["methods"]) == {"digits", "subword"}
+
+
+def test_dataset_size_stores_one_entry_per_number(capsys):
+    result = dataset_size.main(["--examples", "64", "--methods", "fone"])
+    (run,) = result["runs"]
+    # "a+b=" + " c": bos [NUM] + [NUM] = [NUM] eos, 7 tokens and 3 numbers; 6-digit decimals: 4 + 3 places
+    assert (run["tokens"], run["numbers"], run["places"]) == (7 * 64, 3 * 64, 7)
+    dense, sparse = run["dense"]["columns"], run["sparse"]["columns"]
+    assert dense["num_digits"] >= run["tokens"] * 7 * 8  # int64 per place per token
+    assert sparse["number_digits"] <= run["numbers"] * 7 + 4 * 65  # int8 per place per number, plus offsets
+    assert run["ratio_arrow"] == run["dense"]["arrow_bytes"] / run["sparse"]["arrow_bytes"] > 1
+    assert "fone" in capsys.readouterr().out
 
 
 def test_train_throughput_rejects_bad_options():

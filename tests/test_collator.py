@@ -20,6 +20,7 @@ from numadapter.config import NumberAdapterConfig
 from numadapter.data import detect_format, prepare_dataset
 from numadapter.numbers import find_numbers
 from numadapter.tokenization import NumberTokenizer
+from numadapter.wire import dense_rows
 
 SIDES = ("num_mask", "num_digits", "num_sign", "num_values")
 
@@ -98,7 +99,7 @@ def test_number_continued_by_the_completion_belongs_to_it():
     marker = example["input_ids"].index(ntok.marker_token_id)
     assert example["completion_mask"][:marker] == [0] * marker
     assert example["completion_mask"][marker:] == [1] * (len(example["input_ids"]) - marker)
-    assert example["num_values"][marker] == 1234.0
+    assert example["number_positions"] == [marker] and example["number_values"] == [1234.0]
     agg = make("digits", "digits", aggregate=True)
     (example,) = prepared(agg, [{"prompt": "Total: 12", "completion": "34"}])
     assert tokens(agg, example["input_ids"]) == ["<s>", "Total", ":", "\u0120", "1", "2", "3", "4", "</s>"]
@@ -115,11 +116,13 @@ def test_aggregate_marks_the_prompts_numbers_not_the_completions():
         "<s>", "[AGG]", "1", "2", "+", "[AGG]", "3", "=", "1", "5", "\u0120and", "\u0120", "7", "</s>"
     ]  # fmt: skip
     assert example["completion_mask"] == [0] * 8 + [1] * 6
-    assert example["num_mask"] == [int(i == agg) for i in example["input_ids"]]
-    assert [d for d, m in zip(example["num_digits"], example["num_mask"]) if m] == [
+    places = len(example["number_digits"][0])
+    dense = dense_rows(example, "", len(example["input_ids"]), places, "the example")
+    assert dense["num_mask"] == [int(i == agg) for i in example["input_ids"]]
+    assert [d for d, m in zip(dense["num_digits"], dense["num_mask"]) if m] == [
         [0, 0, 1, 2, 0, 0], [0, 0, 0, 3, 0, 0]
     ]  # fmt: skip
-    assert example["number_group"] == [0, 1, 1, 1, 0, 2, 2, 0, 3, 3, 0, 0, 4, 0]
+    assert dense["number_group"] == [0, 1, 1, 1, 0, 2, 2, 0, 3, 3, 0, 0, 4, 0]
     batch = NumberDataCollator.from_tokenizer(ntok)([example])
     assert agg not in batch["labels"][0].tolist()
     text = ntok("text 12 and 3")  # language-modeling text keeps its markers (it has no prompt)
@@ -134,8 +137,9 @@ def test_messages_use_the_chat_template():
     ntok.tokenizer.chat_template = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
     rows = [{"messages": [{"role": "user", "content": "Add 2 and 3"}, {"role": "assistant", "content": "5"}]}]
     (example,) = prepared(ntok, rows)
-    assert ntok.decode(example["input_ids"], num_digits=example["num_digits"]) == "user: Add 2 and 3\nassistant: 5\n"
-    assert [v for v in example["num_values"] if v] == [2.0, 3.0, 5.0]
+    digits = NumberDataCollator.from_tokenizer(ntok)([example])["num_digits"][0]
+    assert ntok.decode(example["input_ids"], num_digits=digits) == "user: Add 2 and 3\nassistant: 5\n"
+    assert example["number_values"] == [2.0, 3.0, 5.0]
     assert "completion_mask" not in example
 
 
@@ -156,7 +160,7 @@ def test_conversational_prompt_completion_masks_the_prompt():
         ntok.decode(trained, num_digits=[[0, 0, 0, 5, 0, 0] if t == ntok.num_token_id else [0] * 6 for t in trained])
         == " 5\n"
     )
-    assert [v for v in example["num_values"] if v] == [2.0, 3.0, 5.0]
+    assert example["number_values"] == [2.0, 3.0, 5.0]
 
 
 def test_iterable_dataset_and_formatting_func():
@@ -166,7 +170,7 @@ def test_iterable_dataset_and_formatting_func():
     joined = lambda example: example["q"] + " " + example["a"]  # noqa: E731
     streamed = list(prepare_dataset(iterable, ntok, formatting_func=joined))
     direct = prepared(ntok, [{"text": joined(row)} for row in rows])
-    assert streamed == direct and [v for v in direct[0]["num_values"] if v] == [7.0, 8.0]
+    assert streamed == direct and direct[0]["number_values"] == [7.0, 8.0]
 
 
 def test_seq2seq_messages_target_the_last_assistant_message():
@@ -175,7 +179,8 @@ def test_seq2seq_messages_target_the_last_assistant_message():
     messages = [{"role": "user", "content": "Add 2 and 3"}, {"role": "assistant", "content": "It is 5"}]
     (example,) = prepared(ntok, [{"messages": messages}], seq2seq=True)
     assert example["labels"] == ntok("It is 5")["input_ids"]
-    assert example["labels_num_values"][example["labels"].index(ntok.num_token_id)] == 5.0
+    assert example["labels_number_positions"] == [example["labels"].index(ntok.num_token_id)]
+    assert example["labels_number_values"] == [5.0]
     assert example["input_ids"] == ntok("user: Add 2 and 3\nassistant:")["input_ids"]
     with pytest.raises(ValueError, match="must end with the assistant's message"):
         prepared(ntok, [{"messages": messages[:1]}], seq2seq=True)

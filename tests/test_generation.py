@@ -585,7 +585,9 @@ def test_wrong_model_tokenizer_or_prompts(store):
     with pytest.raises(TypeError, match=r"`number_tokenizer` must be a numadapter NumberTokenizer"):
         generate(model, ntok.tokenizer, "hi")
     xval_tok = NumberTokenizer(store.tokenizer("digits"), NumberAdapterConfig(encoding="xval"))
-    with pytest.raises(ValueError, match=r"does not match the model's adapter config"):
+    with pytest.raises(
+        ValueError, match=r"numadapter.generate: the NumberTokenizer does not match the adapter config on \['encoding'"
+    ):
         generate(model, xval_tok, "hi")
     with pytest.raises(TypeError, match=r"`prompts` must be a string or a non-empty list of strings"):
         generate(model, ntok, [])

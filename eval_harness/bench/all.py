@@ -12,6 +12,7 @@ train_step         training step time, numadapter / LoRA alone                  
 ntl_overhead       CE + NTL / CE: loss forward + backward, and a whole training step       <= 1.02, 1.01
 generate_speed     ms per token, numadapter.generation / transformers generate (per size)  <= 1.05
 train_throughput   epoch time from scratch, digit-wise / FoNE (and subword / FoNE)         >= 4
+dataset_size       prepared-dataset bytes, dense (0.1.0, per token) / sparse (per number)  reference only
 =================  ======================================================================  ==============
 
 The table-token reference is the FoNE paper's 329.7 / 149.25 on WikiTableQuestions, a different corpus, so it is
@@ -44,7 +45,10 @@ from typing import Any
 
 import torch
 
-BENCHMARKS = ("table_tokens", "tokenizer_speed", "train_step", "ntl_overhead", "generate_speed", "train_throughput")
+BENCHMARKS = (
+    "table_tokens", "tokenizer_speed", "train_step", "ntl_overhead", "generate_speed", "train_throughput",
+    "dataset_size",
+)  # fmt: skip
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "results" / "bench"
 QUICK_ARGS: dict[str, list[str]] = {
     "table_tokens": ["--tables", "20"],
@@ -53,6 +57,7 @@ QUICK_ARGS: dict[str, list[str]] = {
     "ntl_overhead": "--batch 2 --seq 64 --vocab 4000 --repeats 3 --step-repeats 2".split(),
     "generate_speed": ["--sizes", "64x2", "--new-tokens", "8", "--repeats", "2"],
     "train_throughput": "--model-size 1 --batch-size 16 --steps 2 --repeats 2 --warmup 1".split(),
+    "dataset_size": ["--examples", "64"],
 }
 # which options each benchmark's CLI takes
 _TAKES_THREADS = {"train_step", "ntl_overhead", "generate_speed", "train_throughput"}
@@ -155,6 +160,18 @@ def headlines(name: str, result: Any, clock: str = "wall") -> list[dict[str, Any
             rows.append(_row(name, f"epoch time, digits / {ref}_ids_only (ceiling)", result["ceiling"], None, None,
                              note))  # fmt: skip
         return rows
+    if name == "dataset_size":
+        return [
+            _row(
+                name,
+                f"prepared Arrow bytes, dense / sparse ({run['method']})",
+                run["ratio_arrow"],
+                None,
+                None,
+                f"number columns alone x{run['ratio_numbers']:.2f}; {run['examples']} examples",
+            )
+            for run in result["runs"]
+        ]
     raise ValueError(f"unknown benchmark {name!r}; choose from {', '.join(BENCHMARKS)}.")
 
 

@@ -29,9 +29,9 @@ from tqdm.auto import tqdm
 
 from eval_harness.tasks.base import Example
 from numadapter.numbers import find_numbers
+from numadapter.wire import IGNORE_INDEX
+from numadapter.wire import SIDE_FIELDS as SIDE_KEYS
 
-IGNORE_INDEX = -100
-SIDE_KEYS = ("num_mask", "num_digits", "num_sign", "num_values")
 CHUNK = 8192
 
 

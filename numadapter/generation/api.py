@@ -41,6 +41,7 @@ from numadapter.generation.prompts import encode_prompts
 from numadapter.generation.sampling import sampling_settings
 from numadapter.numbers import ExactNumber, find_numbers
 from numadapter.tokenization import NumberTokenizer
+from numadapter.wire import check_tokenizer_matches
 
 OUT_OF_RANGE_CHOICES = ("stop", "error")
 
@@ -62,23 +63,6 @@ class NumberGenerationOutput:
     numbers: list[list[ExactNumber | float]] = field(default_factory=list)
     token_ids: list[list[int]] = field(default_factory=list)
     stop_reasons: list[str] = field(default_factory=list)
-
-
-def check_number_tokenizer(ntok: Any, parts: AdapterParts) -> None:
-    """`TypeError` / `ValueError` unless `ntok` is a `NumberTokenizer` matching the adapter's config."""
-    if not isinstance(ntok, NumberTokenizer):
-        raise TypeError(
-            f"`number_tokenizer` must be a numadapter NumberTokenizer, got {type(ntok).__name__}: build it with "
-            "NumberTokenizer(tokenizer, config) using the adapter's config."
-        )
-    cfg = parts.runtime.config
-    mine = (ntok.config.encoding, ntok.config.aggregate, ntok.num_token_id, ntok.agg_token_id)
-    theirs = (cfg.encoding, cfg.aggregate, cfg.num_token_id, cfg.agg_token_id)
-    if mine != theirs:
-        raise ValueError(
-            f"the NumberTokenizer (encoding, aggregate, num_token_id, agg_token_id) = {mine} does not match the "
-            f"model's adapter config {theirs}: build the NumberTokenizer with the adapter's config and tokenizer."
-        )
 
 
 def _check_arguments(prompts, max_new_tokens, min_new_tokens, stop_strings, num_beams, batch_size, oor, seed):
@@ -168,7 +152,7 @@ def generate(
     )
     settings = sampling_settings(do_sample, temperature, top_k, top_p)
     parts = adapter_parts(model)
-    check_number_tokenizer(number_tokenizer, parts)
+    check_tokenizer_matches(number_tokenizer, parts.runtime.config, "numadapter.generate")
     eos_ids, pad_id = special_ids(parts, eos_token_id, None, number_tokenizer)
     encoder_decoder = parts.runtime.arch.is_encoder_decoder
     full_text = (not encoder_decoder) if return_full_text is None else bool(return_full_text)

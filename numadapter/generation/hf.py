@@ -212,8 +212,8 @@ def _streaming(streamer: Any, start: torch.Tensor, prompt_texts: list[list[str]]
 
 def _number_tokenizer(tokenizer: Any, parts: AdapterParts) -> Any:
     """The ``tokenizer=`` argument when it is a `NumberTokenizer` of this adapter (checked), else None."""
-    from numadapter.generation.api import check_number_tokenizer
     from numadapter.tokenization import NumberTokenizer
+    from numadapter.wire import check_tokenizer_matches
 
     if tokenizer is None:
         return None
@@ -222,7 +222,7 @@ def _number_tokenizer(tokenizer: Any, parts: AdapterParts) -> Any:
             f"tokenizer= must be the NumberTokenizer of this adapter, got {type(tokenizer).__name__}: pass "
             "NumberTokenizer(tokenizer, config) (it decodes the [NUM] tokens for stop_strings)."
         )
-    check_number_tokenizer(tokenizer, parts)
+    check_tokenizer_matches(tokenizer, parts.runtime.config, "model.generate", "tokenizer")
     return tokenizer
 
 

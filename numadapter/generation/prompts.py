@@ -15,8 +15,7 @@ from typing import Any
 import torch
 
 from numadapter.tokenization import NumberTokenizer
-
-SIDE_KEYS = ("num_mask", "num_digits", "num_sign", "num_values")
+from numadapter.wire import SIDE_FIELDS as SIDE_KEYS
 
 
 @dataclass

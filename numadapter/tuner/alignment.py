@@ -16,31 +16,10 @@ Every function takes and returns plain tensors (no model), so tests pin them wit
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
 
-from numadapter.tuner.side_buffer import NumberInputs
-
-IGNORE_INDEX = -100
-
-
-@dataclass
-class NumberTargets:
-    """What the number head is trained on, aligned with the hidden states ``[B, T]``.
-
-    Attributes:
-        mask: bool ``[B, T]``: True where hidden state t has a number to predict.
-        digits: int64 ``[B, T, P]`` target place digits (zeros elsewhere), or None.
-        sign: int64 ``[B, T]`` target signs (+1 elsewhere, so a sign check never sees 0), or None.
-        values: float32 ``[B, T]`` target values (0 elsewhere), or None.
-    """
-
-    mask: torch.Tensor
-    digits: torch.Tensor | None
-    sign: torch.Tensor | None
-    values: torch.Tensor | None
+from numadapter.wire import IGNORE_INDEX, NumberInputs, NumberTargets  # noqa: F401  (NumberTargets: re-exported)
 
 
 def _shift_left(tensor: torch.Tensor | None, fill: float | int) -> torch.Tensor | None:

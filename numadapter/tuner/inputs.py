@@ -33,11 +33,7 @@ from numadapter.tuner.alignment import (
     seq2seq_targets,
     shift_right_numbers,
 )
-from numadapter.tuner.side_buffer import NumberInputs
-
-FIELDS = ("mask", "digits", "sign", "values")
-PREFIXES = {"input": "num_", "labels": "labels_num_", "decoder": "decoder_num_"}
-NUMBER_KWARGS = tuple(prefix + field for prefix in PREFIXES.values() for field in FIELDS) + ("number_texts",)
+from numadapter.wire import FIELDS, NUMBER_KWARGS, NUMBER_TEXTS, PREFIXES, NumberInputs, needed_fields  # noqa: F401
 
 
 @dataclass
@@ -68,7 +64,7 @@ def pop_number_kwargs(kwargs: dict) -> dict[str, dict[str, torch.Tensor]]:
             kwargs.pop(prefix + field, None)
         if fields:
             out[side] = fields
-    kwargs.pop("number_texts", None)
+    kwargs.pop(NUMBER_TEXTS, None)
     return out
 
 
@@ -158,12 +154,7 @@ def _side(
             )
         if field != "values" and tensor.dtype.is_floating_point:
             raise TypeError(f"`{prefix}{field}` must be an integer tensor, got dtype {tensor.dtype}.")
-    need = {
-        "fone": ["digits"] + (["sign"] if config.sign_policy == "feature" else []),
-        "xval": ["values"],
-        "digits": ["digits"],
-    }[config.encoding]
-    missing = [prefix + field for field in need if field not in given]
+    missing = [prefix + field for field in needed_fields(config) if field not in given]
     if missing:
         raise ValueError(f"encoding={config.encoding!r} needs {missing}; got {sorted(prefix + k for k in given)}.")
     flagged = mask != 0

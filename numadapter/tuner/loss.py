@@ -34,8 +34,8 @@ import torch.nn.functional as F
 from transformers.modeling_outputs import CausalLMOutputWithPast, Seq2SeqLMOutput
 
 from numadapter.config import NumberAdapterConfig
-from numadapter.tuner.alignment import IGNORE_INDEX
 from numadapter.tuner.inputs import NumberPlan
+from numadapter.wire import IGNORE_INDEX
 
 
 @dataclass

@@ -16,34 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 import torch
 
-
-@dataclass
-class NumberInputs:
-    """The number tensors of one side, aligned with that side's token ids.
-
-    Attributes:
-        mask: int64 ``[B, T]``, nonzero at [NUM] / [AGG] positions.
-        digits: int64 ``[B, T, P]`` place digits of ``|x|`` (or None when the encoding does not read them).
-        sign: int64 ``[B, T]`` of +1 / -1 at number rows (or None).
-        values: float32 ``[B, T]`` signed values at number rows (or None).
-        has_numbers: whether any position is a number (known on the host, so hooks can skip work without a sync).
-        index: ``(batch_idx, time_idx)`` of the number positions, each ``(N,)`` (set once validated), or None.
-    """
-
-    mask: torch.Tensor
-    digits: torch.Tensor | None = None
-    sign: torch.Tensor | None = None
-    values: torch.Tensor | None = None
-    has_numbers: bool = True
-    index: tuple[torch.Tensor, torch.Tensor] | None = None
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(self.mask.shape)
+from numadapter.wire import NumberInputs  # the container is declared with the schema; imported here as before
 
 
 class SideBuffer:
