@@ -58,6 +58,9 @@ def assert_same(got, want) -> None:
 @pytest.mark.parametrize("name", list(pc.CASES))
 def test_the_sparse_rows_hold_the_dense_rows_ids_and_one_entry_per_number(name):
     for new, old in zip(sparse(name), fixture()[name], strict=True):
+        if old.get("cut_before_more"):  # see prepared_cases.load_fixture: compare what 0.1.0's row shows
+            assert len(new["labels"]) == len(old["labels"]) + 1
+            new = {**new, "labels": new["labels"][:-1]}
         for key in ("input_ids", "labels", "completion_mask"):
             assert new.get(key) == old.get(key), key
         for prefix in ("", "labels_") if "labels" in old else ("",):
@@ -114,9 +117,13 @@ def test_seq2seq_batches_are_identical(name, setting):
     if setting == "head" and "digits" in name:
         pytest.skip("answer_format='head' has no number head with encoding='digits'")
     collate = NumberDataCollator.from_tokenizer(pc.number_tokenizer(name), seq2seq=True, **SEQ2SEQ_SETTINGS[setting])
-    want = outcome(collate, fixture()[name])
+    # rows whose 0.1.0 target was cut one token earlier (prepared_cases.load_fixture) are compared above, not here
+    cut = {i for i, row in enumerate(fixture()[name]) if row.get("cut_before_more")}
+    assert len(cut) <= 1
+    rows = [{k: v for k, v in row.items() if k != "cut_before_more"} for row in fixture()[name]]
+    want = outcome(collate, [row for i, row in enumerate(rows) if i not in cut])
     assert "labels_num_mask" in want
-    assert_same(outcome(collate, sparse(name)), want)
+    assert_same(outcome(collate, [row for i, row in enumerate(sparse(name)) if i not in cut]), want)
 
 
 def test_a_batch_may_mix_sparse_and_dense_rows():
