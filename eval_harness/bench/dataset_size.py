@@ -40,7 +40,7 @@ def number_tokenizer(method_name: str, examples: list, workdir: str) -> Any:
 
     method = get_method(method_name)
     values = [float(abs(metrics.target_value(text) or 0)) for text in numbers_of(examples)]
-    config = _number_config(method, "scratch", number_places(examples), values, {}, {})
+    config = _number_config(method, "scratch", number_places(examples), values, {}, {}, product=True)
     tokenizer = scratch_tokenizer(method.tokenizer, os.path.join(workdir, f"tokenizer-{method.tokenizer}"))
     return NumberTokenizer(tokenizer, config)
 
