@@ -42,6 +42,7 @@ from typing import Any
 import torch
 
 from numadapter.answer_format import check_answer_format, seq2seq_answer_cut, shift_example
+from numadapter.methods.registry import get_method
 from numadapter.wire import (  # noqa: F401  (IGNORE_INDEX, SIDE_FIELDS, LABEL_PREFIX: re-exported, public before)
     GROUP_FIELD,
     IGNORE_INDEX,
@@ -265,7 +266,7 @@ class NumberDataCollator:
             "padding_side": tokenizer.padding_side,
             "eos_token_ids": [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else [],
         }
-        if config.encoding == "digits":
+        if not get_method(config).replaces_numbers(config):  # numbers as digit tokens: group them by digit ids
             settings["digit_token_ids"] = tokenizer.digit_token_ids
         settings.update(kwargs)
         return cls(**settings)

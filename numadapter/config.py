@@ -14,7 +14,9 @@ from typing import Literal
 
 from peft import LoraConfig
 
-ENCODINGS = ("fone", "xval", "digits")
+from numadapter.methods.registry import BUILTIN, get_method, known_methods, unknown_encoding_message
+
+ENCODINGS = ("fone", "xval", "digits")  # the built-in encodings; more with numadapter.methods.register_method
 FONE_PROJECTIONS = ("linear", "pad")
 FONE_HEAD_INPUTS = ("linear", "slice")
 FONE_HEAD_TARGETS = ("digit", "feature")
@@ -345,7 +347,10 @@ class NumberAdapterConfig(LoraConfig):
 
     def validate_number_settings(self) -> None:
         """Checks every number field; raises `ValueError` naming the field, the value and the fix."""
-        _choice("encoding", self.encoding, ENCODINGS)
+        if not isinstance(self.encoding, str) or self.encoding not in known_methods():
+            raise ValueError(unknown_encoding_message(self.encoding))
+        if self.encoding not in BUILTIN:  # an outside method's own checks (the built-in ones are below)
+            get_method(self.encoding).validate(self)
         _choice("sign_policy", self.sign_policy, SIGN_POLICIES)
         _choice("out_of_range", self.out_of_range, OUT_OF_RANGE_POLICIES)
         _choice("fone_projection", self.fone_projection, FONE_PROJECTIONS)

@@ -31,6 +31,7 @@ from typing import Any
 
 from numadapter.collator import safe_slice
 from numadapter.data_checks import first_example, require_examples
+from numadapter.methods.registry import get_method
 from numadapter.numbers import find_numbers
 from numadapter.wire import (
     GROUP_FIELD,
@@ -95,7 +96,7 @@ def number_groups(tokenizer: Any, text: str, ids: Sequence[int], number_texts: S
     config = tokenizer.config
     group = [0] * len(ids)
     spans = find_numbers(text)
-    if config.encoding in ("fone", "xval"):
+    if get_method(config).replaces_numbers(config):  # one marker per number
         text_sign = config.sign_policy == "text"
         positions = [t for t, i in enumerate(ids) if i == tokenizer.num_token_id]
         signed, j = [], 0
@@ -356,7 +357,8 @@ def prepare_dataset(
         fn_kwargs = {"tokenizer": tokenizer, "fmt": fmt, "field": dataset_text_field, "add_eos": add_eos}
         dataset = dataset.map(_causal_batch, fn_kwargs=fn_kwargs, **kwargs)
     if max_length is not None or max_target_length is not None:
-        digit_ids = tokenizer.digit_token_ids if tokenizer.config.encoding == "digits" else None
+        config = tokenizer.config
+        digit_ids = None if get_method(config).replaces_numbers(config) else tokenizer.digit_token_ids
         fn_kwargs = {"max_length": max_length, "mode": truncation_mode, "max_target": max_target_length}
         dataset = dataset.map(_truncate, fn_kwargs={**fn_kwargs, "digit_ids": digit_ids}, features=features)
         if completion_only_loss and fmt.startswith("prompt_completion") and not seq2seq:

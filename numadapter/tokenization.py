@@ -56,6 +56,8 @@ from tokenizers import AddedToken, Tokenizer
 from transformers import AutoTokenizer, BatchEncoding
 
 from numadapter.config import NumberAdapterConfig
+from numadapter.methods.base import NumberMethod
+from numadapter.methods.registry import get_method
 from numadapter.number_decoding import NumberDecoding
 from numadapter.number_notes import PromptNumbers, note_prompts
 from numadapter.numbers import ExactNumber, NumberOutOfRangeError, NumberSpan, find_numbers
@@ -143,14 +145,12 @@ class NumberTokenizer(NumberDecoding, TransformersOptions):
         self.config = config
         self.num_token_id: int | None = None
         self.agg_token_id: int | None = None
-        if config.encoding in ("fone", "xval"):
-            self.num_token_id = self._ensure_token(config.num_token)
-            self.marker_token_id, self._marker = self.num_token_id, config.num_token
-        elif config.aggregate:
-            self.agg_token_id = self._ensure_token(config.agg_token)
-            self.marker_token_id, self._marker = self.agg_token_id, config.agg_token
-        else:
-            self.marker_token_id, self._marker = None, None
+        marker_field = self._method.marker_field(config)  # "num_token", "agg_token" or None
+        self.marker_token_id, self._marker = None, None
+        if marker_field is not None:
+            self._marker = getattr(config, marker_field)
+            self.marker_token_id = self._ensure_token(self._marker)
+            setattr(self, marker_field + "_id", self.marker_token_id)
         for name in ("num_token_id", "agg_token_id"):
             bound = getattr(config, name, None)
             if bound is not None and getattr(self, name) is not None and bound != getattr(self, name):
@@ -180,7 +180,7 @@ class NumberTokenizer(NumberDecoding, TransformersOptions):
                 # here, so that it still matches when split_special_tokens=True splits the special-token strings
                 token.update(lstrip=False, rstrip=False, normalized=False, single_word=False, special=False)
         backend = Tokenizer.from_str(json.dumps(data))
-        if self.config.encoding == "digits":
+        if not self._method.replaces_numbers(self.config):  # numbers stay digit tokens: each digit must be one
             missing = [d for d in _ASCII_DIGITS if backend.token_to_id(d) is None]
             if missing:
                 raise ValueError(
@@ -196,6 +196,11 @@ class NumberTokenizer(NumberDecoding, TransformersOptions):
         """Ids of the single-character tokens "0" ... "9" in the vocabulary, or None if one is missing."""
         ids = [self._backend.token_to_id(d) for d in _ASCII_DIGITS]
         return None if None in ids else ids
+
+    @property
+    def _method(self) -> NumberMethod:
+        """The `NumberMethod` of ``config.encoding`` (looked up, not stored: pickles and fingerprints unchanged)."""
+        return get_method(self.config)
 
     # -- delegation ----------------------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -243,11 +248,11 @@ class NumberTokenizer(NumberDecoding, TransformersOptions):
         if len(surface) < len(span.text) and exact.sign < 0:  # sign_policy="text": the sign stays text
             exact = ExactNumber(1, exact.int_digits, exact.frac_digits)
         row = None
-        if cfg.encoding == "digits" and not _is_ascii_number(span):
+        if not self._method.replaces_numbers(cfg) and not _is_ascii_number(span):  # digit tokens: ASCII only
             row = False
         elif exact.fits(cfg.int_digits, cfg.frac_digits):
             value = exact.to_float()
-            if cfg.encoding != "xval" or abs((value - cfg.xval_center) / cfg.xval_scale) <= cfg.xval_clip:
+            if self._method.accepts(value, cfg):
                 row = (tuple(exact.place_digits(cfg.int_digits, cfg.frac_digits)), exact.sign, value)
         if len(self._cache) > _CACHE_LIMIT:
             self._cache.clear()
@@ -264,11 +269,7 @@ class NumberTokenizer(NumberDecoding, TransformersOptions):
                 f"int_digits={cfg.int_digits}, frac_digits={cfg.frac_digits}: raise `int_digits`/`frac_digits`, or "
                 "set out_of_range='text' to keep such numbers as text."
             )
-        raise NumberOutOfRangeError(
-            f"{where} normalises to |(x - xval_center) / xval_scale| = "
-            f"{abs((exact.to_float() - cfg.xval_center) / cfg.xval_scale):.6g} > xval_clip={cfg.xval_clip}: adjust "
-            "`xval_center`/`xval_scale` (fit_normalization) or `xval_clip`, or set out_of_range='text'."
-        )
+        raise NumberOutOfRangeError(f"{where} {self._method.range_error(exact.to_float(), cfg)}")
 
     def _substitute(self, index: int, text: str) -> tuple[str, list[EncodedNumber]]:
         """Puts the marker into `text` for each in-range number; returns the new text and the numbers in order."""
@@ -289,7 +290,7 @@ class NumberTokenizer(NumberDecoding, TransformersOptions):
         if marker is None:
             return text, []
         text_sign = self.config.sign_policy == "text"
-        replace = self.config.encoding != "digits"
+        replace = self._method.replaces_numbers(self.config)
         raise_out = self.config.out_of_range == "error"
         parts: list[str] = []
         numbers: list[EncodedNumber] = []

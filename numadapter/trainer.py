@@ -47,6 +47,7 @@ from numadapter.collator import CAUSAL_COLUMNS, GROUP_FIELD, SEQ2SEQ_COLUMNS, Nu
 from numadapter.config import NumberAdapterConfig
 from numadapter.data import detect_format, prepare_dataset
 from numadapter.data_checks import first_example
+from numadapter.methods.registry import get_method
 from numadapter.quantization import restore_number_precision
 from numadapter.safe_checkpoint import SafeCheckpointMixin
 from numadapter.tokenization import NumberTokenizer
@@ -230,9 +231,8 @@ class _NumberLossMixin:
         """The digit token ids when the active adapter trains the aggregate loss (its M is counted), else None."""
         model = self.model
         config = model.peft_config.get(model.active_adapter) if isinstance(model, PeftModel) else None
-        if isinstance(config, NumberAdapterConfig) and config.encoding == "digits":
-            if config.aggregate_loss_lambda < 1.0:
-                return list(config.digit_token_ids)
+        if isinstance(config, NumberAdapterConfig):
+            return get_method(config).number_count_ids(config)
         return None
 
     def _get_num_items_in_batch(self, batch_samples: list, device: torch.device):

@@ -52,20 +52,16 @@ POSITIONS_FIELD = "number_positions"
 SPAN_FIELD = "number_spans"
 SPARSE_FIELDS = (POSITIONS_FIELD, "number_digits", "number_sign", "number_values")
 
-# The number tensors (short names) each encoding's modules read; ``num_mask`` is always needed.
-ENCODING_FIELDS = {"fone": ("digits",), "xval": ("values",), "digits": ("digits",)}
-
 
 def needed_fields(config: Any) -> tuple[str, ...]:
     """The number tensors (short names, e.g. ``"digits"``) the model reads besides ``mask`` for `config`.
 
-    fone reads the digits (and the sign with ``sign_policy="feature"``), xval the values, digits + aggregate the
-    digits.
+    Asked of the encoding's number method (`numadapter.methods.NumberMethod.fields`): fone reads the digits (and the
+    sign with ``sign_policy="feature"``), xval the values, digits + aggregate the digits.
     """
-    fields = ENCODING_FIELDS[config.encoding]
-    if config.encoding == "fone" and config.sign_policy == "feature":
-        fields = (*fields, "sign")
-    return fields
+    from numadapter.methods.registry import get_method
+
+    return tuple(get_method(config).fields(config))
 
 
 # -- containers -------------------------------------------------------------------------------------------------------
@@ -130,7 +126,6 @@ class NumberTargets:
 # -- tokenizer <-> config -------------------------------------------------------------------------------------------
 # Config fields the side tensors depend on: the tokenizer writes them, the model's modules read them.
 MATCHED_FIELDS = ("encoding", "int_digits", "frac_digits", "aggregate", "sign_policy")
-XVAL_FIELDS = ("xval_center", "xval_scale", "xval_clip")  # the xVal range test (tokenizer) and normalisation (model)
 # Token ids the config records when it is bound to a tokenizer (compared once the config has them).
 MATCHED_IDS = ("num_token_id", "agg_token_id", "digit_token_ids")
 
@@ -138,11 +133,15 @@ MATCHED_IDS = ("num_token_id", "agg_token_id", "digit_token_ids")
 def tokenizer_mismatches(ntok: Any, config: Any) -> dict[str, tuple[Any, Any]]:
     """``{field: (tokenizer's value, config's value)}`` for every field on which `ntok` and `config` disagree.
 
-    Compared: `MATCHED_FIELDS`, `XVAL_FIELDS` when both use ``encoding="xval"``, and the token ids of `MATCHED_IDS`
-    where the config has one (a config not yet bound to a tokenizer has None there).
+    Compared: `MATCHED_FIELDS`, the method's own `NumberMethod.matched_fields` when both use the same encoding (the
+    xVal normalisation), and the token ids of `MATCHED_IDS` where the config has one (a config not yet bound to a
+    tokenizer has None there).
     """
+    from numadapter.methods.registry import get_method
+
     mine = ntok.config
-    fields = MATCHED_FIELDS + (XVAL_FIELDS if mine.encoding == config.encoding == "xval" else ())
+    same = mine.encoding == config.encoding
+    fields = MATCHED_FIELDS + (tuple(get_method(config).matched_fields(config)) if same else ())
     differ = {name: (getattr(mine, name), getattr(config, name)) for name in fields}
     differ = {name: pair for name, pair in differ.items() if pair[0] != pair[1]}
     for name in MATCHED_IDS:

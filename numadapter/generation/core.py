@@ -19,6 +19,7 @@ from numadapter.generation.prompts import PromptBatch
 from numadapter.generation.readout import NumberReader
 from numadapter.generation.sampling import SamplingSettings, TokenChooser
 from numadapter.generation.stopping import RowTracker
+from numadapter.methods.registry import get_method
 from numadapter.tuner.patches import base_weight
 from numadapter.zero import full_shape
 
@@ -29,7 +30,8 @@ def parts_from_tuner(tuner: Any, model: Any = None) -> AdapterParts:
     runtime = tuner.number_runtime()
     modules, config = runtime.modules, runtime.config
     marker = modules.marker_token_id if modules is not None else None
-    num_id = config.num_token_id if config.encoding in ("fone", "xval") and modules is not None else None
+    # the marker the head writes numbers at ([NUM]); methods that keep numbers as digit tokens have none
+    num_id = marker if modules is not None and get_method(config).replaces_numbers(config) else None
     caller = model if model is not None else tuner
     return AdapterParts(model=caller, runtime=runtime, marker=marker, num_token_id=num_id)
 
@@ -142,8 +144,8 @@ def loop_settings(
     suppressed = list(suppress)
     if modules is None:
         suppressed += [i for i in (config.num_token_id, config.agg_token_id) if i is not None]
-    elif config.encoding == "digits" and config.aggregate:
-        suppressed.append(config.agg_token_id)
+    else:
+        suppressed += get_method(config).suppressed_ids(config)
     chooser = TokenChooser(sampling, suppressed, eos_ids, min_new_tokens, generator, parts.device)
     head = modules.head if modules is not None else None
     reader = NumberReader(config, head) if head is not None else None

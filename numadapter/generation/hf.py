@@ -42,6 +42,7 @@ from numadapter.generation.loop import AdapterParts, decoder_start
 from numadapter.generation.prompts import SIDE_KEYS, PromptBatch, PromptRow, pad_prompts
 from numadapter.generation.sampling import sampling_settings
 from numadapter.generation.stopping import RowTracker
+from numadapter.methods.registry import get_method
 from numadapter.number_decoding import render_place_digits
 from numadapter.number_notes import PromptNumbers, SequenceNumbers, note, noted, noted_rows, remember_generation
 from numadapter.tuner.number_modules import marker_token_id
@@ -330,6 +331,7 @@ def _rows(
         raise ValueError(
             f"attention_mask has shape {tuple(attention_mask.shape)}, input_ids {tuple(input_ids.shape)}: {FIX}."
         )
+    method = get_method(config)
     ids_cpu, mask_cpu = input_ids.cpu(), attention_mask.cpu().bool()
     side = {key: value.cpu() for key, value in numbers.items()} if numbers is not None else None
     rows = []
@@ -349,19 +351,19 @@ def _rows(
         row_texts = list(texts[b]) if texts is not None else None
         if row_texts is None or len(row_texts) != count:
             row_texts = _texts_from_digits(row_sides, ids, marker, config) if count else []
-        rows.append(PromptRow(ids, row_sides, row_texts if config.encoding != "digits" else []))
+        rows.append(PromptRow(ids, row_sides, row_texts if method.replaces_numbers(config) else []))
     counts = [row.ids.count(marker) for row in rows]
     if side is not None or not any(counts):
         return rows, None
     found = noted_rows([row.ids for row in rows])
     if found is None:
         b = next(b for b, count in enumerate(counts) if count)
-        token = config.num_token if config.encoding in ("fone", "xval") else config.agg_token
+        token = method.marker_token(config)
         raise ValueError(
             f"input_ids row {b} holds {counts[b]} {token} token(s) but model.generate got no number tensors "
             f"(num_mask, num_digits, num_sign, num_values), so their numbers are unknown: {FIX}."
         )
-    texts = [row.number_texts if config.encoding != "digits" else [] for row in found]
+    texts = [row.number_texts if method.replaces_numbers(config) else [] for row in found]
     rows = [PromptRow(row.ids, got.sides, text) for row, got, text in zip(rows, found, texts)]
     return rows, found[0].tokenizer
 

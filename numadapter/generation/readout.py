@@ -18,14 +18,12 @@ finite) cannot be fed back (the xVal embedding refuses it, and clamping would si
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
 
 from numadapter.config import NumberAdapterConfig
-from numadapter.encodings.xval import xval_in_range
-from numadapter.heads.digit import DigitHeadOutput, FoNEDigitHead
+from numadapter.methods.registry import get_method
 from numadapter.numbers import ExactNumber
 from numadapter.tuner.loss import head_outputs
 from numadapter.tuner.side_buffer import NumberInputs
@@ -72,9 +70,8 @@ class NumberReader:
     def __init__(self, config: NumberAdapterConfig, head: torch.nn.Module) -> None:
         self.config = config
         self.head = head
+        self.method = get_method(config)
         self.places = config.num_places
-        exponents = torch.arange(config.int_digits - 1, -config.frac_digits - 1, -1, dtype=torch.float64)
-        self._place_values = torch.pow(10.0, exponents)  # (P,): 10^(m-1) ... 10^(-n)
 
     # -- device side ------------------------------------------------------------------------------------------
     def predict(self, hidden: torch.Tensor, rows: list[int]) -> Prediction:
@@ -93,23 +90,14 @@ class NumberReader:
         """
         batch = hidden.shape[0]
         index = torch.tensor(rows, dtype=torch.long, device=hidden.device)
-        outputs = [head_outputs(self.head, hidden[row : row + 1, -1:]) for row in rows]  # each (1, 1, ...)
-        if self.config.encoding == "fone":
-            logits = torch.cat([out["digit"].digit_logits[:, -1] for out in outputs])  # (N, P, 10)
-            sign_logits = None
-            if outputs[0]["digit"].sign_logits is not None:
-                sign_logits = torch.cat([out["digit"].sign_logits[:, -1] for out in outputs])  # (N, 2)
-            digits, sign = self.head.predict(DigitHeadOutput(digit_logits=logits, sign_logits=sign_logits))
-            values = (digits.to(torch.float64) * self._place_values.to(digits.device)).sum(-1) * sign  # (N,)
+        outputs = [head_outputs(self.config, self.head, hidden[row : row + 1, -1:]) for row in rows]  # (1, 1, ...)
+        reading = self.method.predict(self.config, self.head, outputs)  # over the N rows
+        full_digits = None
+        if reading.digits is not None:
             full_digits = torch.zeros(batch, self.places, dtype=torch.long, device=hidden.device)
-            full_digits.index_copy_(0, index, digits)
-        else:
-            values = torch.cat([self.head.predict(out["pred"][:, -1]) for out in outputs]).to(torch.float64)  # (N,)
-            sign = torch.ones_like(values, dtype=torch.long)
-            if self.config.sign_policy == "feature":
-                sign = torch.where(values < 0, -1, 1)
-            full_digits = None
-        full_sign = torch.ones(batch, dtype=torch.long, device=hidden.device).index_copy_(0, index, sign.long())
+            full_digits.index_copy_(0, index, reading.digits)
+        sign, values = reading.sign.long(), reading.values.to(torch.float64)
+        full_sign = torch.ones(batch, dtype=torch.long, device=hidden.device).index_copy_(0, index, sign)
         full_values = torch.zeros(batch, dtype=torch.float64, device=hidden.device).index_copy_(0, index, values)
         return Prediction(digits=full_digits, sign=full_sign, values=full_values)
 
@@ -157,30 +145,15 @@ class NumberReader:
             row -> `GeneratedNumber`.
         """
         index = torch.tensor(rows, dtype=torch.long, device=prediction.sign.device)
+        columns = [prediction.sign.to(torch.float64).unsqueeze(1), prediction.values.unsqueeze(1)]
         if prediction.digits is not None:
-            both = torch.cat((prediction.digits, prediction.sign.unsqueeze(1)), dim=1).index_select(0, index).tolist()
-            digits, signs = [row[:-1] for row in both], [row[-1] for row in both]  # (N, P), (N,)
-            texts = FoNEDigitHead.to_strings(digits, signs, self.config.int_digits, self.config.frac_digits)
-            out = {}
-            for row, row_digits, sign, text in zip(rows, digits, signs, texts):
-                value = ExactNumber.from_place_digits(
-                    row_digits, self.config.int_digits, self.config.frac_digits, -1 if sign < 0 else 1
-                )
-                out[row] = GeneratedNumber(value=value, text=text)
-            return out
-        out = {}
-        for row, value in zip(rows, prediction.values.index_select(0, index).tolist()):
-            text = self.head.to_strings([value])[0] if math.isfinite(value) else str(value)
-            out[row] = GeneratedNumber(value=value, text=text, feedable=xval_in_range(value, self.config))
-        return out
+            columns.append(prediction.digits.to(torch.float64))
+        both = torch.cat(columns, dim=1).index_select(0, index).tolist()  # (N, 2 [+ P]): the one copy
+        signs, values = [int(row[0]) for row in both], [row[1] for row in both]
+        digits = [[int(d) for d in row[2:]] for row in both] if prediction.digits is not None else None
+        numbers = self.method.read_numbers(self.config, self.head, digits, signs, values)
+        return dict(zip(rows, numbers))
 
     def out_of_range_message(self, value: float) -> str:
-        """Why an xVal value cannot be fed back, and what to change."""
-        cfg = self.config
-        z = (value - cfg.xval_center) / cfg.xval_scale if math.isfinite(value) else value
-        return (
-            f"the xVal head predicted {value!r}, which normalises to {z!r} = (value - xval_center={cfg.xval_center!r})"
-            f" / xval_scale={cfg.xval_scale!r}, outside [-xval_clip, xval_clip] = [-{cfg.xval_clip!r}, "
-            f"{cfg.xval_clip!r}], so it cannot be fed back as the next [NUM] (it is never clamped). Fit "
-            "`xval_center`/`xval_scale` to the data the model generates or raise `xval_clip` (and retrain)."
-        )
+        """Why a generated number cannot be fed back, and what to change (`NumberMethod.feedback_error`)."""
+        return self.method.feedback_error(self.config, value)

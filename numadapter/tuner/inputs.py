@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import torch
 
 from numadapter.config import NumberAdapterConfig
+from numadapter.methods.registry import get_method
 from numadapter.tuner.alignment import (
     NumberTargets,
     causal_lm_labels,
@@ -110,7 +111,7 @@ def _side(
     labels_side = name in ("labels", "shift_labels")
     prefix = PREFIXES["labels" if labels_side else ("input" if name in ("input", "encoder") else "decoder")]
     ids_name = {"input": "input_ids", "encoder": "input_ids", "decoder": "decoder_input_ids"}.get(name, name)
-    token = config.num_token if config.encoding != "digits" else config.agg_token
+    token = get_method(config).marker_token(config)
     if marker is None:  # plain digits: no number tokens, nothing may be marked
         if given and "mask" in given:
             mask = given["mask"]
@@ -178,7 +179,7 @@ def _side(
                 f"{_first(bad)[:2]}: place digits must be 0..9."
             ),
         )
-    if config.encoding == "fone" and config.sign_policy == "feature":
+    if "sign" in needed_fields(config):  # the modules read the sign: it must be +1 / -1 at every number
         sign = given["sign"]
         bad_sign = flagged & (sign.abs() != 1)
         checks.add(

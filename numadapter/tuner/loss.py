@@ -27,13 +27,16 @@ N and M are global, and DDP averages the gradients) every component is counted o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
 from transformers.modeling_outputs import CausalLMOutputWithPast, Seq2SeqLMOutput
 
 from numadapter.config import NumberAdapterConfig
+from numadapter.methods.aggregate.loss import aggregate_term  # noqa: F401  (re-exported: imported from here before)
+from numadapter.methods.base import LossInputs
+from numadapter.methods.registry import get_method
 from numadapter.tuner.inputs import NumberPlan
 from numadapter.wire import IGNORE_INDEX
 
@@ -137,29 +140,11 @@ class _DigitVocab:
         return dict(self._vocab)
 
 
-def head_outputs(head: torch.nn.Module | None, hidden: torch.Tensor | None) -> dict[str, torch.Tensor | None]:
-    """Runs the number head at every position: FoNE digit / sign logits, or xVal normalised predictions."""
+def head_outputs(config: NumberAdapterConfig, head: torch.nn.Module | None, hidden: torch.Tensor | None) -> Any:
+    """Runs the number head on hidden states ``[..., H]`` (the method's `NumberMethod.head_outputs`), or None."""
     if head is None or hidden is None:
-        return {}
-    out = head(hidden)
-    if hasattr(out, "digit_logits"):  # FoNEDigitHead: digit_logits (..., P, 10), sign_logits (..., 2) | None
-        return {"digit": out}
-    return {"pred": out}  # RegressionHead: (...) normalised predictions
-
-
-def head_loss(head: torch.nn.Module, outputs: dict, plan: NumberPlan, denom: torch.Tensor) -> torch.Tensor:
-    """The number-head loss: `outputs` are the head's outputs at the N target rows; summed, divided by N_tokens."""
-    if plan.targets is None or plan.target_index is None:  # no number labels: a zero that keeps the head in the graph
-        return sum(value.sum() * 0.0 for value in _tensors(outputs))
-    b, t = plan.target_index
-    targets = plan.targets
-    if "digit" in outputs:
-        out = outputs["digit"]  # digit_logits (N, P, 10), sign_logits (N, 2) | None
-        sign = None if out.sign_logits is None else targets.sign[b, t]
-        summed = head.loss(out, targets.digits[b, t], sign, reduction="sum")
-    else:
-        summed = head.loss(outputs["pred"], targets.values[b, t], reduction="sum")  # (N,) normalised predictions
-    return summed / denom
+        return None
+    return get_method(config).head_outputs(head, hidden)
 
 
 def lm_terms(
@@ -172,7 +157,7 @@ def lm_terms(
     is a digit token, where GCE takes its place; `denom` still counts them (each is one scored token).
     """
     labels = labels.to(logits.device)
-    if config.ntl_weight > 0 and config.encoding != "fone":
+    if get_method(config).lm_ntl(config):
         from numadapter.ntl import NTLoss, cross_entropy_and_ntl
 
         if config.ntl_level == "number":
@@ -192,59 +177,6 @@ def lm_terms(
     return cross_entropy(logits, labels, denom), None
 
 
-def fone_ntl(
-    config: NumberAdapterConfig, head: torch.nn.Module, outputs: dict, plan: NumberPlan, denom: torch.Tensor
-) -> torch.Tensor:
-    """NTL on the FoNE head's 10-way digit distributions at the target numbers: per-number mean over places, / N.
-
-    The distributions are the ones the head's own loss scores (`FoNEDigitHead.target_logits`).
-    """
-    from numadapter.ntl import digit_ntl
-
-    b, t = plan.target_index
-    target = plan.targets.digits[b, t]  # (N, P)
-    logits = head.target_logits(outputs["digit"], target)  # (N, P, 10)
-    per_place = digit_ntl(logits, target, config.ntl_kind, reduction="none")  # (N, P)
-    return per_place.mean(-1).sum() / denom
-
-
-def aggregate_term(
-    config: NumberAdapterConfig,
-    logits: torch.Tensor,
-    labels: torch.Tensor,
-    digit_embeddings: torch.Tensor,
-    numbers: torch.Tensor | int | None = None,
-) -> torch.Tensor:
-    """L_AUX of the digit-aggregation paper (eq. 2) on the aligned LM logits: summed over the numbers, / M.
-
-    Args:
-        config: the adapter config (``digit_token_ids``).
-        logits: ``[B, T, V]`` aligned with `labels` ``[B, T]``.
-        digit_embeddings: ``[10, H]`` the digit token embeddings (the metric of eq. 2).
-        numbers: M, the number count of the accumulated batch; None: the count of this call (a per-call mean).
-    """
-    from numadapter.encodings.aggregate import aggregate_aux_loss
-
-    ids = config.digit_token_ids
-    table = digit_embeddings.new_zeros(max(ids) + 1, digit_embeddings.shape[-1])  # rows only for the digit ids
-    table[ids] = digit_embeddings
-    mean, count = aggregate_aux_loss(logits, labels, ids, table)
-    if numbers is None:
-        return mean
-    summed = mean * count  # the mean over this call's `count` numbers, back to their sum
-    return summed / torch.as_tensor(numbers, device=summed.device).to(torch.float32).clamp(min=1)
-
-
-def _tensors(outputs: dict) -> list[torch.Tensor]:
-    found = []
-    for value in outputs.values():
-        if hasattr(value, "digit_logits"):
-            found += [t for t in (value.digit_logits, value.sign_logits) if t is not None]
-        elif isinstance(value, torch.Tensor):
-            found.append(value)
-    return found
-
-
 def combine(
     config: NumberAdapterConfig,
     head: torch.nn.Module | None,
@@ -262,26 +194,5 @@ def combine(
     tokens, numbers = split_counts(num_items_in_batch)
     denom = normaliser(plan.lm_labels, tokens).to(logits.device)
     lm_loss, ntl = lm_terms(config, logits, plan.lm_labels, denom)
-    terms: dict[str, torch.Tensor | None] = {"lm_loss": lm_loss, "number_loss": None, "ntl_loss": ntl}
-    terms["aggregate_loss"] = None
-    if config.encoding == "digits":
-        lam = config.aggregate_loss_lambda
-        loss = lm_loss
-        if lam < 1.0:
-            if digit_embeddings is None:
-                raise RuntimeError("the aggregate loss needs the digit embeddings; they were not captured.")
-            aux = aggregate_term(config, logits, plan.lm_labels.to(logits.device), digit_embeddings, numbers)
-            terms["aggregate_loss"] = aux
-            loss = lam * lm_loss + (1.0 - lam) * aux
-    else:
-        number = torch.zeros((), device=lm_loss.device)
-        if head is not None and outputs is not None:
-            number = head_loss(head, outputs, plan, denom)
-            if config.ntl_weight > 0 and config.encoding == "fone" and plan.targets is not None:
-                ntl = terms["ntl_loss"] = fone_ntl(config, head, outputs, plan, denom)
-        terms["number_loss"] = number
-        loss = lm_loss + config.number_loss_weight * number
-    if ntl is not None:
-        loss = loss + config.ntl_weight * ntl
-    terms["loss"] = loss
-    return terms
+    inputs = LossInputs(config, head, logits, plan, outputs, denom, numbers, digit_embeddings)
+    return {"lm_loss": lm_loss, **get_method(config).loss_terms(inputs, lm_loss, ntl)}

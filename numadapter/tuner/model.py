@@ -28,6 +28,7 @@ from peft.utils.other import TrainableTokensWrapper
 from torch import nn
 
 from numadapter.config import NumberAdapterConfig
+from numadapter.methods.registry import get_method
 from numadapter.tuner.hooks import number_hooks
 from numadapter.tuner.inputs import plan_causal, plan_seq2seq, pop_number_kwargs
 from numadapter.tuner.integrity import check_vocab_growth
@@ -126,14 +127,10 @@ class NumberAdapterModel(LoraModel):
         fix = "use numadapter.get_peft_model(model, config, tokenizer=tokenizer), which adds the tokens and sets it"
         if bound is not None:  # add_adapter / load_adapter on a model that already has a number adapter
             fix = _second_adapter_fix(bound)
-        if config.encoding in ("fone", "xval") and config.num_token_id is None:
-            raise ValueError(f"encoding={config.encoding!r} needs `num_token_id` (the {config.num_token} id): {fix}.")
-        if config.encoding == "digits" and config.aggregate and config.agg_token_id is None:
-            raise ValueError(f"aggregate=True needs `agg_token_id` (the {config.agg_token} id): {fix}.")
+        method = get_method(config)
+        method.check_bound(config, fix)
         if config.digit_token_ids is None and (
-            config.aggregate
-            or config.aggregate_loss_lambda < 1.0
-            or (config.ntl_weight > 0 and config.encoding != "fone")
+            config.aggregate or config.aggregate_loss_lambda < 1.0 or method.lm_ntl(config)
         ):
             raise ValueError(
                 f"aggregate / NTL on the LM head / aggregate_loss_lambda < 1 need `digit_token_ids`: {fix}."
@@ -385,7 +382,7 @@ class NumberAdapterModel(LoraModel):
             current = "input"
         want_rows = bool(
             (modules.needs_digit_embeddings and plan.sides)
-            or (labels is not None and config.encoding == "digits" and config.aggregate_loss_lambda < 1.0)
+            or (labels is not None and modules.method.loss_needs_digit_embeddings(config))
         )
         with (
             self._buffer.arm(plan.sides, current) as buffer,
@@ -395,18 +392,13 @@ class NumberAdapterModel(LoraModel):
             hidden, digit_rows = buffer.hidden, buffer.digit_embeddings
         training = labels is not None and modules.head is not None
         with torch.no_grad() if training else nullcontext():  # reported outputs; the loss reads target rows only
-            outputs = head_outputs(modules.head, hidden)
-        fields: dict[str, torch.Tensor | None] = {}
-        if "digit" in outputs:
-            fields["number_logits"] = outputs["digit"].digit_logits
-            fields["number_sign_logits"] = outputs["digit"].sign_logits
-        if "pred" in outputs:
-            fields["number_values"] = modules.head.predict(outputs["pred"])
+            outputs = head_outputs(config, modules.head, hidden)
+        fields = modules.method.report(modules.head, outputs) if outputs is not None else {}
         if labels is not None:
             target_outputs = None
             if training:
                 index = plan.target_index or (hidden.new_zeros(0, dtype=torch.long),) * 2
-                target_outputs = head_outputs(modules.head, hidden[index])  # (N, ...) with gradient
+                target_outputs = head_outputs(config, modules.head, hidden[index])  # (N, ...) with gradient
             fields.update(
                 combine(config, modules.head, out.logits, target_outputs, plan, num_items_in_batch, digit_rows)
             )

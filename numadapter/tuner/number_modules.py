@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from numadapter.config import NumberAdapterConfig
+from numadapter.methods.registry import get_method
 from numadapter.tuner.integrity import STAMP, stamp_tensor
 
 
@@ -25,7 +26,7 @@ class NumberModules(nn.Module):
     """Input-side number module and number head of one adapter.
 
     Args:
-        config: the adapter config (``encoding`` decides which modules exist).
+        config: the adapter config (its encoding's `NumberMethod.build_modules` decides which modules exist).
         hidden_size: the model width H.
         model_config: the base model's transformers config (resolves ``xval_form="auto"``).
 
@@ -39,27 +40,11 @@ class NumberModules(nn.Module):
 
     def __init__(self, config: NumberAdapterConfig, hidden_size: int, model_config: object) -> None:
         super().__init__()
-        # imported here, not at module level: registering with PEFT (on `import numadapter` and in every
-        # NumberAdapterConfig) then does not import the encodings and heads
-        from numadapter.encodings.aggregate import AggregateEmbedding
-        from numadapter.encodings.fone import FoNEEmbedding
-        from numadapter.encodings.xval import XValEmbedding, resolve_xval_form
-        from numadapter.heads.digit import FoNEDigitHead
-        from numadapter.heads.regression import RegressionHead
-
+        method = get_method(config)
         self.encoding = config.encoding
-        self.aggregate = config.encoding == "digits" and config.aggregate
-        self.embedding: nn.Module | None = None
-        self.head: nn.Module | None = None
-        if config.encoding == "fone":
-            self.embedding = FoNEEmbedding(hidden_size, config)
-            self.head = FoNEDigitHead(hidden_size, config)
-        elif config.encoding == "xval":
-            form = resolve_xval_form(config.xval_form, model_config)
-            self.embedding = XValEmbedding(hidden_size, config, form=form)
-            self.head = RegressionHead(hidden_size, config)
-        elif config.aggregate:
-            self.embedding = AggregateEmbedding(config)
+        self.method = method
+        self._needs_digit_embeddings = method.needs_digit_embeddings(config)
+        self.embedding, self.head = method.build_modules(config, hidden_size, model_config)
         self.marker_token_id = marker_token_id(config)
         # the settings these modules were built for, saved with them and checked on load (`integrity`)
         self.register_buffer(STAMP, stamp_tensor(config), persistent=True)
@@ -67,7 +52,7 @@ class NumberModules(nn.Module):
     @property
     def needs_digit_embeddings(self) -> bool:
         """Whether the input module reads the digit-token embeddings (the [AGG] aggregate)."""
-        return self.aggregate
+        return self._needs_digit_embeddings
 
     @torch.no_grad()
     def init_from_row(self, number_row: torch.Tensor) -> None:
@@ -81,19 +66,12 @@ class NumberModules(nn.Module):
         rms = number_row.detach().float().pow(2).mean().sqrt().item()
         if not rms > 0:  # an all-zero row: keep the modules' own default scale
             return
-        if self.encoding == "fone":
-            self.embedding.reset_scale(rms)
-        elif self.encoding == "xval" and self.embedding.direction is not None:
-            self.embedding.init_direction(rms)
+        self.method.init_from_row(self.embedding, self.head, rms)
 
 
 def marker_token_id(config: NumberAdapterConfig) -> int | None:
     """The id carrying number tensors: [NUM] for fone/xval, [AGG] for digits + aggregate, None for plain digits."""
-    if config.encoding in ("fone", "xval"):
-        return config.num_token_id
-    if config.aggregate:
-        return config.agg_token_id
-    return None
+    return get_method(config).marker_token_id(config)
 
 
 def end_token_ids(config: NumberAdapterConfig) -> list[int]:

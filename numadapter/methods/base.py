@@ -1,0 +1,240 @@
+"""The number-method interface: what the tokenizer, the tuner, the loss and generation ask of an encoding.
+
+An encoding (``NumberAdapterConfig(encoding=...)``) names a `NumberMethod` in `numadapter.methods.registry`. Every
+place that used to compare the encoding string asks the method instead, so a new encoding is one folder under
+``numadapter/methods/`` (or any outside package) plus a `register_method` call. See docs/DESIGN.md, "Number methods".
+
+Shapes: B batch, T tokens, P = ``int_digits + frac_digits`` places, H the model width, N the number positions being
+embedded or predicted, V the vocabulary.
+
+What each caller reads:
+
+- Tokenization / data (`numadapter.tokenization`, `numadapter.data`, `numadapter.collator`): `replaces_numbers`
+  (one marker token per number, or digit tokens), `marker_field` (which config token is the marker),
+  `accepts` (a range check beyond the digit places).
+- The side-tensor schema (`numadapter.wire`): `fields` (the number tensors the modules read besides ``mask``),
+  `matched_fields` (config fields a tokenizer must share with the adapter).
+- The tuner (`numadapter.tuner`): `check_bound`, `build_modules`, `init_from_row`, `needs_digit_embeddings`,
+  `lm_ntl`, `head_outputs`, `report`, `loss_terms`, `number_count_ids`.
+- Generation (`numadapter.generation`): `suppressed_ids`, `predict`, `read_numbers`, `feedback_error`.
+
+The input module built by `build_modules` is called by the embedding hook on the N number rows only, as
+``embedding(embeds [1, N, H], num_mask [1, N], num_digits [1, N, P] | None, num_sign [1, N] | None,
+num_values [1, N] | None)`` (plus ``digit_embeddings=[10, H]`` when `needs_digit_embeddings`), and returns
+``[1, N, H]`` in ``embeds.dtype``. The head is any module; only this method's own `head_outputs`, `loss_terms` and
+`predict` call it.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+    from numadapter.config import NumberAdapterConfig
+    from numadapter.generation.readout import GeneratedNumber
+    from numadapter.tuner.inputs import NumberPlan
+
+
+@dataclass
+class LossInputs:
+    """What `NumberMethod.loss_terms` gets from the tuner for one forward call.
+
+    Attributes:
+        config: the adapter config.
+        head: the adapter's number head, or None.
+        logits: ``[B, T, V]`` LM logits aligned with ``plan.lm_labels``.
+        plan: the call's `NumberPlan` (``lm_labels`` ``[B, T]``, ``targets`` `NumberTargets`, ``target_index``
+            ``((N,), (N,))``).
+        outputs: the head's outputs at the N target rows (`head_outputs` of ``hidden[target_index]``), or None.
+        denom: N_tokens, the float32 normaliser of every per-token term (see `numadapter.tuner.loss`).
+        numbers: M, the count of numbers of the accumulated batch (`ItemCounts.numbers`), or None.
+        digit_embeddings: ``[10, H]`` raw digit-token embeddings when `NumberMethod.needs_digit_embeddings` asked
+            for them, else None.
+    """
+
+    config: NumberAdapterConfig
+    head: nn.Module | None
+    logits: torch.Tensor
+    plan: NumberPlan
+    outputs: Any
+    denom: torch.Tensor
+    numbers: torch.Tensor | int | None = None
+    digit_embeddings: torch.Tensor | None = None
+
+
+@dataclass
+class HeadReading:
+    """The number head's reading at the rows that emitted the marker (device tensors, not synchronised).
+
+    Attributes:
+        digits: int64 ``[N, P]`` place digits of ``|x|``, most significant first, or None (a value-only head).
+        sign: int64 ``[N]`` of +1 / -1.
+        values: float64 ``[N]`` signed values (for a digit head, computed from the digits; metrics only).
+    """
+
+    digits: torch.Tensor | None
+    sign: torch.Tensor
+    values: torch.Tensor
+
+
+def graph_zero(outputs: Any) -> torch.Tensor:
+    """A 0-dim zero that keeps every tensor of the head's `outputs` (a tensor, or a tuple of tensors / None) in the
+    graph."""
+    items = outputs if isinstance(outputs, tuple) else (outputs,)
+    return sum(item.sum() * 0.0 for item in items if item is not None and hasattr(item, "sum"))
+
+
+class NumberMethod(ABC):
+    """One number encoding: how numbers are tokenized, embedded, predicted, scored and read back.
+
+    Subclass it, implement `fields` and `build_modules` (and the head methods if the method has a head), and register
+    an instance with `numadapter.methods.register_method`. The defaults describe a method whose numbers become one
+    [NUM] token and whose modules need nothing beyond the config's own checks.
+    """
+
+    #: the encoding name (``NumberAdapterConfig.encoding``); set by `register_method` when empty.
+    name: str = ""
+
+    # -- tokenization and the side tensors ----------------------------------------------------------------------
+    def replaces_numbers(self, config: NumberAdapterConfig) -> bool:
+        """True: each number's text becomes one marker token ([NUM]) and the head writes it back in generation.
+        False: numbers stay ordinary digit tokens (the LM head writes them)."""
+        return True
+
+    def marker_field(self, config: NumberAdapterConfig) -> str | None:
+        """The config field naming the token that carries the side tensors (``"num_token"`` / ``"agg_token"``), or
+        None when no token does (then ``num_mask`` must be all zeros)."""
+        return "num_token" if self.replaces_numbers(config) else None
+
+    def marker_token(self, config: NumberAdapterConfig) -> str:
+        """The marker's text, for messages (``config.num_token`` or ``config.agg_token``)."""
+        return getattr(config, self.marker_field(config) or "agg_token")
+
+    def marker_token_id(self, config: NumberAdapterConfig) -> int | None:
+        """The id of the marker token as bound in the config, or None."""
+        field = self.marker_field(config)
+        return None if field is None else getattr(config, field + "_id")
+
+    @abstractmethod
+    def fields(self, config: NumberAdapterConfig) -> tuple[str, ...]:
+        """The side tensors (short names of `numadapter.wire.FIELDS`: ``"digits"``, ``"sign"``, ``"values"``) the
+        modules read besides ``mask``."""
+
+    def matched_fields(self, config: NumberAdapterConfig) -> tuple[str, ...]:
+        """Config fields beyond `numadapter.wire.MATCHED_FIELDS` on which a tokenizer must agree with the adapter
+        (the tokenizer applies them when it encodes)."""
+        return ()
+
+    def accepts(self, value: float, config: NumberAdapterConfig) -> bool:
+        """Whether a number that fits the digit places can be encoded (value: the float it will carry)."""
+        return True
+
+    def range_error(self, value: float, config: NumberAdapterConfig) -> str:
+        """The reason `accepts` refused `value` and the fix (the tokenizer prefixes the number's location)."""
+        return f"is refused by encoding={config.encoding!r}"
+
+    def validate(self, config: NumberAdapterConfig) -> None:
+        """Extra checks of the config's number settings (`NumberAdapterConfig.validate_number_settings` calls it);
+        default: none."""
+        del config
+
+    # -- modules --------------------------------------------------------------------------------------------------
+    def check_bound(self, config: NumberAdapterConfig, fix: str) -> None:
+        """Raises `ValueError` when the config lacks a token id the modules need (`fix` says how to get it)."""
+        field = self.marker_field(config)
+        if field is not None and getattr(config, field + "_id") is None:
+            raise ValueError(
+                f"encoding={config.encoding!r} needs `{field}_id` (the {getattr(config, field)} id): {fix}."
+            )
+
+    @abstractmethod
+    def build_modules(
+        self, config: NumberAdapterConfig, hidden_size: int, model_config: Any
+    ) -> tuple[nn.Module | None, nn.Module | None]:
+        """``(input module, head)`` for a model of width `hidden_size` (either may be None); float32."""
+
+    def init_from_row(self, embedding: nn.Module | None, head: nn.Module | None, rms: float) -> None:
+        """Scales fresh modules to the RMS of the initial marker row (> 0); default: nothing."""
+        del embedding, head, rms
+
+    def needs_digit_embeddings(self, config: NumberAdapterConfig) -> bool:
+        """Whether the input module takes ``digit_embeddings`` ``[10, H]`` (the raw digit-token rows)."""
+        return False
+
+    # -- loss -----------------------------------------------------------------------------------------------------
+    def lm_ntl(self, config: NumberAdapterConfig) -> bool:
+        """Whether ``ntl_weight > 0`` applies the Number Token Loss to the LM head's digit tokens."""
+        return config.ntl_weight > 0
+
+    def loss_needs_digit_embeddings(self, config: NumberAdapterConfig) -> bool:
+        """Whether `loss_terms` reads `LossInputs.digit_embeddings`."""
+        return False
+
+    def number_count_ids(self, config: NumberAdapterConfig) -> list[int] | None:
+        """Digit token ids whose runs in the labels the trainer counts as M (`ItemCounts.numbers`), or None."""
+        return None
+
+    def head_outputs(self, head: nn.Module, hidden: torch.Tensor) -> Any:
+        """The head's outputs on hidden states ``[..., H]`` (whatever `report`, `loss_terms` and `predict` read)."""
+        return head(hidden)
+
+    def report(self, head: nn.Module, outputs: Any) -> dict[str, torch.Tensor | None]:
+        """Fields of the model output from the per-position head outputs (``number_logits``,
+        ``number_sign_logits``, ``number_values``; see `NumberCausalLMOutput`)."""
+        return {}
+
+    def head_loss(self, inputs: LossInputs) -> torch.Tensor:
+        """The head loss at the N target rows: the sum over numbers divided by ``inputs.denom`` (0-dim)."""
+        raise NotImplementedError(f"encoding={inputs.config.encoding!r} has a head but no head_loss.")
+
+    def head_ntl(self, inputs: LossInputs) -> torch.Tensor | None:
+        """The NTL on the head's own distributions (sum / denom), or None when the head has none."""
+        return None
+
+    def loss_terms(
+        self, inputs: LossInputs, lm_loss: torch.Tensor, ntl: torch.Tensor | None
+    ) -> dict[str, torch.Tensor | None]:
+        """The loss and its components (keys ``loss``, ``number_loss``, ``ntl_loss``, ``aggregate_loss``).
+
+        Default: ``lm_loss + number_loss_weight * head_loss (+ ntl_weight * NTL)``. `lm_loss` is the CE already
+        divided by ``inputs.denom``; `ntl` the LM-head NTL when `lm_ntl`, else None.
+        """
+        import torch
+
+        number = torch.zeros((), device=lm_loss.device)
+        if inputs.head is not None and inputs.outputs is not None:
+            if inputs.plan.targets is None or inputs.plan.target_index is None:
+                number = graph_zero(inputs.outputs)  # no number labels: a zero that keeps the head in the graph
+            else:
+                number = self.head_loss(inputs)
+                if inputs.config.ntl_weight > 0 and ntl is None:
+                    ntl = self.head_ntl(inputs)
+        loss = lm_loss + inputs.config.number_loss_weight * number
+        if ntl is not None:
+            loss = loss + inputs.config.ntl_weight * ntl
+        return {"loss": loss, "number_loss": number, "ntl_loss": ntl, "aggregate_loss": None}
+
+    # -- generation -----------------------------------------------------------------------------------------------
+    def suppressed_ids(self, config: NumberAdapterConfig) -> list[int]:
+        """Token ids the model must never generate with this method's modules active."""
+        return []
+
+    def predict(self, config: NumberAdapterConfig, head: nn.Module, outputs: list[Any]) -> HeadReading:
+        """The head's numbers from its outputs at the last position of N rows (each output of ``[1, 1, H]``)."""
+        raise NotImplementedError(f"encoding={config.encoding!r} cannot read numbers back: it has no predict().")
+
+    def read_numbers(
+        self, config: NumberAdapterConfig, head: nn.Module, digits: list[list[int]] | None, signs: list[int],
+        values: list[float],
+    ) -> list[GeneratedNumber]:  # fmt: skip
+        """Host copies of a `HeadReading` (N rows) -> one `GeneratedNumber` (value, text, feedable) per row."""
+        raise NotImplementedError(f"encoding={config.encoding!r} cannot read numbers back: it has no read_numbers().")
+
+    def feedback_error(self, config: NumberAdapterConfig, value: Any) -> str:
+        """Why a generated number with ``feedable=False`` cannot be fed back as the next marker, and the fix."""
+        return f"the generated number {value!r} cannot be fed back under encoding={config.encoding!r}."

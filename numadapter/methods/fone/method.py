@@ -1,0 +1,89 @@
+"""`FoNEMethod`: ``encoding="fone"`` (FoNE paper): one [NUM] per number, Fourier features in, a digit head out.
+
+Input: `FoNEEmbedding` adds the features of the exact digits (and the sign with ``sign_policy="feature"``) to the
+[NUM] row. Output: `FoNEDigitHead`, one 2-vector per place scored over the ten digits (cross-entropy, Definition 3.7;
+NTL on its 10-way distributions when ``ntl_weight > 0``), read back exactly in generation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from numadapter.methods.base import HeadReading, LossInputs, NumberMethod
+
+
+def fone_ntl(inputs: LossInputs) -> torch.Tensor:
+    """NTL on the FoNE head's 10-way digit distributions at the target numbers: per-number mean over places, / N.
+
+    The distributions are the ones the head's own loss scores (`FoNEDigitHead.target_logits`).
+    """
+    from numadapter.ntl import digit_ntl
+
+    b, t = inputs.plan.target_index
+    target = inputs.plan.targets.digits[b, t]  # (N, P)
+    logits = inputs.head.target_logits(inputs.outputs, target)  # (N, P, 10)
+    per_place = digit_ntl(logits, target, inputs.config.ntl_kind, reduction="none")  # (N, P)
+    return per_place.mean(-1).sum() / inputs.denom
+
+
+class FoNEMethod(NumberMethod):
+    """The FoNE number method (see the module docstring)."""
+
+    def fields(self, config: Any) -> tuple[str, ...]:
+        return ("digits", "sign") if config.sign_policy == "feature" else ("digits",)
+
+    def build_modules(self, config: Any, hidden_size: int, model_config: Any) -> tuple[nn.Module, nn.Module]:
+        from numadapter.encodings.fone import FoNEEmbedding
+        from numadapter.heads.digit import FoNEDigitHead
+
+        return FoNEEmbedding(hidden_size, config), FoNEDigitHead(hidden_size, config)
+
+    def init_from_row(self, embedding: nn.Module | None, head: nn.Module | None, rms: float) -> None:
+        embedding.reset_scale(rms)
+
+    def lm_ntl(self, config: Any) -> bool:
+        return False  # the digit head carries the NTL (`head_ntl`); [NUM] is not a digit token
+
+    def report(self, head: nn.Module, outputs: Any) -> dict[str, torch.Tensor | None]:
+        return {"number_logits": outputs.digit_logits, "number_sign_logits": outputs.sign_logits}
+
+    def head_loss(self, inputs: LossInputs) -> torch.Tensor:
+        b, t = inputs.plan.target_index
+        targets, out = inputs.plan.targets, inputs.outputs  # digit_logits (N, P, 10), sign_logits (N, 2) | None
+        sign = None if out.sign_logits is None else targets.sign[b, t]
+        return inputs.head.loss(out, targets.digits[b, t], sign, reduction="sum") / inputs.denom
+
+    def head_ntl(self, inputs: LossInputs) -> torch.Tensor:
+        return fone_ntl(inputs)
+
+    def predict(self, config: Any, head: nn.Module, outputs: list[Any]) -> HeadReading:
+        from numadapter.heads.digit import DigitHeadOutput
+
+        logits = torch.cat([out.digit_logits[:, -1] for out in outputs])  # (N, P, 10)
+        sign_logits = None
+        if outputs[0].sign_logits is not None:
+            sign_logits = torch.cat([out.sign_logits[:, -1] for out in outputs])  # (N, 2)
+        digits, sign = head.predict(DigitHeadOutput(digit_logits=logits, sign_logits=sign_logits))
+        exponents = torch.arange(config.int_digits - 1, -config.frac_digits - 1, -1, dtype=torch.float64)
+        place_values = torch.pow(10.0, exponents).to(digits.device)  # (P,): 10^(m-1) ... 10^(-n)
+        values = (digits.to(torch.float64) * place_values).sum(-1) * sign  # (N,)
+        return HeadReading(digits=digits, sign=sign, values=values)
+
+    def read_numbers(
+        self, config: Any, head: nn.Module, digits: list[list[int]] | None, signs: list[int], values: list[float]
+    ) -> list[Any]:
+        from numadapter.generation.readout import GeneratedNumber
+        from numadapter.heads.digit import FoNEDigitHead
+        from numadapter.numbers import ExactNumber
+
+        texts = FoNEDigitHead.to_strings(digits, signs, config.int_digits, config.frac_digits)
+        out = []
+        for row_digits, sign, text in zip(digits, signs, texts):
+            value = ExactNumber.from_place_digits(
+                row_digits, config.int_digits, config.frac_digits, -1 if sign < 0 else 1
+            )
+            out.append(GeneratedNumber(value=value, text=text))
+        return out

@@ -1,0 +1,84 @@
+"""`XValMethod`: ``encoding="xval"`` (xVal paper): one [NUM] per number carrying its normalised value, and a
+regression head (MSE) that writes the value back in generation."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import nn
+
+from numadapter.methods.base import HeadReading, LossInputs, NumberMethod
+
+# Config fields the tokenizer applies (the range test) and the model reads (the normalisation).
+XVAL_FIELDS = ("xval_center", "xval_scale", "xval_clip")
+
+
+class XValMethod(NumberMethod):
+    """The xVal number method (see the module docstring)."""
+
+    def fields(self, config: Any) -> tuple[str, ...]:
+        return ("values",)
+
+    def matched_fields(self, config: Any) -> tuple[str, ...]:
+        return XVAL_FIELDS
+
+    def accepts(self, value: float, config: Any) -> bool:
+        return abs((value - config.xval_center) / config.xval_scale) <= config.xval_clip
+
+    def range_error(self, value: float, config: Any) -> str:
+        z = abs((value - config.xval_center) / config.xval_scale)
+        return (
+            f"normalises to |(x - xval_center) / xval_scale| = {z:.6g}"
+            f" > xval_clip={config.xval_clip}: adjust `xval_center`/`xval_scale` (fit_normalization) or `xval_clip`, "
+            "or set out_of_range='text'."
+        )
+
+    def build_modules(self, config: Any, hidden_size: int, model_config: Any) -> tuple[nn.Module, nn.Module]:
+        from numadapter.encodings.xval import XValEmbedding, resolve_xval_form
+        from numadapter.heads.regression import RegressionHead
+
+        form = resolve_xval_form(config.xval_form, model_config)
+        return XValEmbedding(hidden_size, config, form=form), RegressionHead(hidden_size, config)
+
+    def init_from_row(self, embedding: nn.Module | None, head: nn.Module | None, rms: float) -> None:
+        if embedding.direction is not None:  # the affine form's learned direction u
+            embedding.init_direction(rms)
+
+    def report(self, head: nn.Module, outputs: torch.Tensor) -> dict[str, torch.Tensor | None]:
+        return {"number_values": head.predict(outputs)}  # (...) denormalised, float64
+
+    def head_loss(self, inputs: LossInputs) -> torch.Tensor:
+        b, t = inputs.plan.target_index
+        summed = inputs.head.loss(inputs.outputs, inputs.plan.targets.values[b, t], reduction="sum")  # (N,) preds
+        return summed / inputs.denom
+
+    def predict(self, config: Any, head: nn.Module, outputs: list[torch.Tensor]) -> HeadReading:
+        values = torch.cat([head.predict(out[:, -1]) for out in outputs]).to(torch.float64)  # (N,)
+        sign = torch.ones_like(values, dtype=torch.long)
+        if config.sign_policy == "feature":
+            sign = torch.where(values < 0, -1, 1)
+        return HeadReading(digits=None, sign=sign, values=values)
+
+    def read_numbers(
+        self, config: Any, head: nn.Module, digits: list[list[int]] | None, signs: list[int], values: list[float]
+    ) -> list[Any]:
+        from numadapter.encodings.xval import xval_in_range
+        from numadapter.generation.readout import GeneratedNumber
+
+        out = []
+        for value in values:
+            text = head.to_strings([value])[0] if math.isfinite(value) else str(value)
+            out.append(GeneratedNumber(value=value, text=text, feedable=xval_in_range(value, config)))
+        return out
+
+    def feedback_error(self, config: Any, value: Any) -> str:
+        z = (value - config.xval_center) / config.xval_scale if math.isfinite(value) else value
+        return (
+            f"the xVal head predicted {value!r}, which normalises to {z!r} = (value - xval_center="
+            f"{config.xval_center!r}) / xval_scale={config.xval_scale!r}, outside [-xval_clip, xval_clip] = "
+            f"[-{config.xval_clip!r}, {config.xval_clip!r}], so it cannot be fed back as the next [NUM] (it is never "
+            "clamped). Fit `xval_center`/`xval_scale` to the data the model generates or raise `xval_clip` (and "
+            "retrain)."
+        )
