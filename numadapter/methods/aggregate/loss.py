@@ -22,7 +22,7 @@ def aggregate_term(
         digit_embeddings: ``[10, H]`` the digit token embeddings (the metric of eq. 2).
         numbers: M, the number count of the accumulated batch; None: the count of this call (a per-call mean).
     """
-    from numadapter.encodings.aggregate import aggregate_aux_loss
+    from numadapter.methods.aggregate.embedding import aggregate_aux_loss
 
     ids = config.digit_token_ids
     table = digit_embeddings.new_zeros(max(ids) + 1, digit_embeddings.shape[-1])  # rows only for the digit ids

@@ -34,7 +34,7 @@ class DigitsMethod(NumberMethod):
     def build_modules(self, config: Any, hidden_size: int, model_config: Any) -> tuple[nn.Module | None, None]:
         if not config.aggregate:
             return None, None
-        from numadapter.encodings.aggregate import AggregateEmbedding
+        from numadapter.methods.aggregate.embedding import AggregateEmbedding
 
         return AggregateEmbedding(config), None
 

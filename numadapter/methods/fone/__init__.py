@@ -1,7 +1,7 @@
 """``encoding="fone"``: Fourier number embeddings in, a per-digit head out (`FoNEMethod`)."""
 
-from numadapter.encodings.fone import FoNEEmbedding, fone_decode, fone_features, fone_features_from_digits
-from numadapter.heads.digit import DigitHeadOutput, FoNEDigitHead
+from numadapter.methods.fone.embedding import FoNEEmbedding, fone_decode, fone_features, fone_features_from_digits
+from numadapter.methods.fone.head import DigitHeadOutput, FoNEDigitHead
 from numadapter.methods.fone.method import FoNEMethod, fone_ntl
 
 METHOD = FoNEMethod()

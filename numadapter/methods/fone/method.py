@@ -36,8 +36,8 @@ class FoNEMethod(NumberMethod):
         return ("digits", "sign") if config.sign_policy == "feature" else ("digits",)
 
     def build_modules(self, config: Any, hidden_size: int, model_config: Any) -> tuple[nn.Module, nn.Module]:
-        from numadapter.encodings.fone import FoNEEmbedding
-        from numadapter.heads.digit import FoNEDigitHead
+        from numadapter.methods.fone.embedding import FoNEEmbedding
+        from numadapter.methods.fone.head import FoNEDigitHead
 
         return FoNEEmbedding(hidden_size, config), FoNEDigitHead(hidden_size, config)
 
@@ -60,7 +60,7 @@ class FoNEMethod(NumberMethod):
         return fone_ntl(inputs)
 
     def predict(self, config: Any, head: nn.Module, outputs: list[Any]) -> HeadReading:
-        from numadapter.heads.digit import DigitHeadOutput
+        from numadapter.methods.fone.head import DigitHeadOutput
 
         logits = torch.cat([out.digit_logits[:, -1] for out in outputs])  # (N, P, 10)
         sign_logits = None
@@ -76,7 +76,7 @@ class FoNEMethod(NumberMethod):
         self, config: Any, head: nn.Module, digits: list[list[int]] | None, signs: list[int], values: list[float]
     ) -> list[Any]:
         from numadapter.generation.readout import GeneratedNumber
-        from numadapter.heads.digit import FoNEDigitHead
+        from numadapter.methods.fone.head import FoNEDigitHead
         from numadapter.numbers import ExactNumber
 
         texts = FoNEDigitHead.to_strings(digits, signs, config.int_digits, config.frac_digits)

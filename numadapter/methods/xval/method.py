@@ -36,8 +36,8 @@ class XValMethod(NumberMethod):
         )
 
     def build_modules(self, config: Any, hidden_size: int, model_config: Any) -> tuple[nn.Module, nn.Module]:
-        from numadapter.encodings.xval import XValEmbedding, resolve_xval_form
-        from numadapter.heads.regression import RegressionHead
+        from numadapter.methods.xval.embedding import XValEmbedding, resolve_xval_form
+        from numadapter.methods.xval.head import RegressionHead
 
         form = resolve_xval_form(config.xval_form, model_config)
         return XValEmbedding(hidden_size, config, form=form), RegressionHead(hidden_size, config)
@@ -64,8 +64,8 @@ class XValMethod(NumberMethod):
     def read_numbers(
         self, config: Any, head: nn.Module, digits: list[list[int]] | None, signs: list[int], values: list[float]
     ) -> list[Any]:
-        from numadapter.encodings.xval import xval_in_range
         from numadapter.generation.readout import GeneratedNumber
+        from numadapter.methods.xval.embedding import xval_in_range
 
         out = []
         for value in values:

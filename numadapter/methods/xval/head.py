@@ -1,0 +1,166 @@
+"""xVal number head: a small MLP from the hidden state to one normalised scalar, trained with MSE.
+
+Implements the number head of Golkar et al., "xVal: A Continuous Number Encoding for Large Language Models"
+(docs/papers.md, "xVal"): section 2 ("a new number head with a scalar output, trained via mean squared error
+(MSE) loss") and appendix A (the head is an MLP with one hidden layer of width equal to the embedding dimension,
+with biases; GPT-2 style, hence GELU). The head predicts the *normalised* value
+``z = (x - xval_center) / xval_scale`` and the loss is the MSE in that space, as in the paper; `predict` maps back.
+
+xVal is approximate by nature: a float prediction, not exact digits. `to_strings` renders it with at most
+``frac_digits`` fraction digits (rounded half-to-even), trailing zeros stripped.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from decimal import ROUND_HALF_EVEN, Decimal, localcontext
+from typing import Any, Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from numadapter.methods.xval.embedding import denormalize, normalize
+
+
+class RegressionHead(nn.Module):
+    """MLP ``H -> W -> 1``: ``Linear(H, W) -> GELU -> Linear(W, 1)``, both with bias (xVal appendix A).
+
+    Computation is float32 whatever the parameter dtype (weights are cast on the fly), so the head works on a bf16
+    or fp16 backbone and its parameters may be kept in float32.
+
+    Args:
+        hidden_size: the backbone's hidden width H.
+        config: a `NumberAdapterConfig` (reads ``xval_head_hidden`` (W; None means H), ``xval_center``,
+            ``xval_scale``, ``xval_clip``, ``frac_digits``).
+    """
+
+    def __init__(self, hidden_size: int, config: Any) -> None:
+        super().__init__()
+        if not (isinstance(hidden_size, int) and hidden_size > 0):
+            raise ValueError(f"`hidden_size` must be a positive integer, got {hidden_size!r}.")
+        width = config.xval_head_hidden if config.xval_head_hidden is not None else hidden_size
+        self.hidden_size = hidden_size
+        self.width = int(width)
+        self.center = float(config.xval_center)
+        self.scale = float(config.xval_scale)
+        self.clip = float(config.xval_clip)
+        self.frac_digits = int(config.frac_digits)
+        self.fc1 = nn.Linear(hidden_size, self.width)
+        self.fc2 = nn.Linear(self.width, 1)
+
+    def forward(self, hidden: Tensor) -> Tensor:
+        """Predicts the normalised value.
+
+        Args:
+            hidden: `(N, H)` hidden states at the positions whose next token is a [NUM] (any leading shape
+                `(..., H)` works, e.g. `(B, T, H)`).
+
+        Returns:
+            `(N,)` (or `(...)`) float32 normalised predictions ``z``.
+        """
+        if hidden.shape[-1] != self.hidden_size:
+            raise ValueError(
+                f"hidden states have width {hidden.shape[-1]}, this RegressionHead was built for {self.hidden_size}."
+            )
+        x = hidden.to(torch.float32)
+        x = F.linear(x, self.fc1.weight.float(), self.fc1.bias.float())  # (N, W)
+        x = F.gelu(x)
+        x = F.linear(x, self.fc2.weight.float(), self.fc2.bias.float())  # (N, 1)
+        return x.squeeze(-1)  # (N,)
+
+    def normalize_targets(self, target_values: Tensor, mask: Tensor | None = None) -> Tensor:
+        """`(N,)` raw values -> `(N,)` float32 normalised targets (range-checked where `mask` is set)."""
+        return normalize(target_values, self.center, self.scale, self.clip, mask=mask).to(torch.float32)
+
+    def loss(
+        self,
+        pred: Tensor,
+        target_values: Tensor,
+        mask: Tensor | None = None,
+        reduction: Literal["mean", "sum", "none"] = "mean",
+    ) -> Tensor:
+        """MSE between normalised predictions and normalised targets (xVal section 2).
+
+        Args:
+            pred: `(N,)` output of `forward`.
+            target_values: `(N,)` raw target values (``num_values`` of the [NUM] tokens being predicted).
+            mask: optional `(N,)`; entries where it is 0 do not count (and are not range-checked).
+            reduction: ``"mean"`` over counted entries (0 with the graph kept when none count), ``"sum"`` (for
+                a trainer that divides by ``num_items_in_batch``), or ``"none"`` (`(N,)`, 0 where masked).
+
+        Returns:
+            A float32 scalar, or `(N,)` for ``reduction="none"``.
+        """
+        if pred.shape != target_values.shape:
+            raise ValueError(
+                f"pred {tuple(pred.shape)} and target_values {tuple(target_values.shape)} must have the same shape."
+            )
+        if reduction not in ("mean", "sum", "none"):
+            raise ValueError(f"`reduction` must be 'mean', 'sum' or 'none', got {reduction!r}.")
+        target = self.normalize_targets(target_values, mask)
+        err = (pred.to(torch.float32) - target.to(pred.device)).pow(2)  # (N,)
+        if mask is not None:
+            err = torch.where(mask != 0, err, torch.zeros_like(err))
+        if reduction == "none":
+            return err
+        if reduction == "sum":
+            return err.sum()
+        count = err.numel() if mask is None else int((mask != 0).sum().item())
+        return err.sum() / max(count, 1)
+
+    def predict(self, pred: Tensor) -> Tensor:
+        """Normalised predictions -> values: ``z * xval_scale + xval_center``.
+
+        Args:
+            pred: `(N,)` output of `forward`.
+
+        Returns:
+            `(N,)` float64 values (not clamped; a value beyond ``xval_clip`` is reported as predicted).
+        """
+        return denormalize(pred.detach(), self.center, self.scale)
+
+    def to_strings(self, values: Tensor | Sequence[float], frac_digits: int | None = None) -> list[str]:
+        """Renders predicted values as number text.
+
+        Each float64 value is taken at its shortest round-trip decimal form (``repr``), rounded half-to-even to
+        `frac_digits` fraction digits, printed without exponent, trailing fraction zeros and a lone point stripped;
+        ``-0`` becomes ``0``. Examples with ``frac_digits=2``: 3.14159 -> "3.14", 2.5 -> "2.5", 1e20 ->
+        "100000000000000000000", -0.001 -> "0".
+
+        Args:
+            values: `(N,)` values from `predict`.
+            frac_digits: at most this many fraction digits (default: config ``frac_digits``).
+
+        Returns:
+            N strings.
+
+        Raises:
+            ValueError: a value is NaN or infinite (a diverged prediction cannot be rendered as a number).
+        """
+        digits = self.frac_digits if frac_digits is None else frac_digits
+        if not (isinstance(digits, int) and digits >= 0):
+            raise ValueError(f"`frac_digits` must be a non-negative integer, got {digits!r}.")
+        flat = values.detach().to(torch.float64).reshape(-1).tolist() if isinstance(values, Tensor) else values
+        return [format_value(float(v), digits) for v in flat]
+
+
+def format_value(value: float, frac_digits: int) -> str:
+    """One value as text with at most `frac_digits` fraction digits (see `RegressionHead.to_strings`)."""
+    if not math.isfinite(value):
+        raise ValueError(
+            f"cannot render the xVal prediction {value!r} as a number: the number head produced a non-finite value."
+        )
+    exact = Decimal(repr(value))
+    quantum = Decimal(1).scaleb(-frac_digits)
+    with localcontext() as ctx:
+        # Enough precision for every integer digit plus the kept fraction digits (the default 28 is too few for 1e30).
+        ctx.prec = max(28, exact.adjusted() + frac_digits + 2)
+        rounded = exact.quantize(quantum, rounding=ROUND_HALF_EVEN)
+    text = format(rounded, "f")
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    if text in ("-0", ""):
+        text = "0"
+    return text
