@@ -14,7 +14,7 @@ What it does, in order (every model and tokenizer is built locally; nothing is d
    - LoRA only: numbers stay digit tokens (``NumberAdapterConfig(encoding="digits")`` without [AGG] or NTL, which
      is plain LoRA) and the LM head writes the answer digit by digit.
 4. A before/after table on held-out problems (pairs never seen in training): exact match and mean absolute error of
-   the generated answer (`numadapter.train.answer_metrics`), with trainable parameters and training time.
+   the generated answer (`numadapter.evaluation.answer_metrics`), with trainable parameters and training time.
 5. The FoNE adapter is exported merged (`numadapter.export.export_merged`), reloaded (`load_exported`), checked
    against the adapter (largest logit difference, identical answers), and a few answers are printed.
 
@@ -220,9 +220,9 @@ def _finetune(
     from trl import SFTConfig
 
     from numadapter.config import NumberAdapterConfig
+    from numadapter.evaluation import answer_metrics, generate_answers
     from numadapter.mapping import get_peft_model
     from numadapter.tokenization import NumberTokenizer
-    from numadapter.train import answer_metrics, generate_answers
     from numadapter.trainer import NumberSFTTrainer
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)

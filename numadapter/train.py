@@ -10,9 +10,9 @@ importing this module stay fast.
   merged export (not under ZeRO-3, where the offline command is printed instead). Under ZeRO-3 the base is loaded
   partitioned (``zero.Init``) unless accelerate's ``zero3_init_flag`` is false (`distributed.partition_at_load`) or
   the base is a T5 with an LM head of its own (v1.1 / Flan-T5; transformers would tie it to the embedding).
-- `evaluate`: generation on the evaluation set with `numadapter.generate`; `answer_metrics` compares the last number
-  of each generated answer with the last number of the reference (exact match and mean absolute error);
-  `AnswerMetrics` is the same as a trainer's ``compute_metrics`` (the trainers generate the answers).
+- `evaluate`: generation on the evaluation set with `numadapter.generate`, scored by `numadapter.evaluation`
+  (`answer_metrics`: exact match and mean absolute error of the last number of each answer against the reference's;
+  `AnswerMetrics`, `generate_answers` and `last_number` are re-exported here for the old import path).
 - `export`: `numadapter.export.export_checkpoint` (offline merge of a saved adapter).
 """
 
@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Sequence
-from decimal import Decimal
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
+from numadapter.evaluation import AnswerMetrics, answer_metrics, generate_answers, last_number  # noqa: F401
 from numadapter.hub import check_model_sources, model_sources
 from numadapter.recipe import DATA_EXTENSIONS, SYNTHETIC_PREFIX, DataSettings, ModelSettings, Recipe, RecipeError
 
@@ -125,96 +125,6 @@ def load_data(settings: DataSettings, split: str) -> Any:
     if limit is not None and len(dataset) > limit:
         dataset = dataset.select(range(limit))
     return dataset
-
-
-def last_number(text: str) -> Decimal | None:
-    """The value of the last number `find_numbers` finds in `text` (exact), or None."""
-    from numadapter.numbers import find_numbers
-
-    spans = find_numbers(text)
-    return spans[-1].exact.to_decimal() if spans else None
-
-
-def answer_metrics(predictions: Sequence[str], references: Sequence[str]) -> dict[str, float | int]:
-    """Exact match and mean absolute error of the last number of each prediction against its reference.
-
-    A prediction without a number counts as wrong for exact match and is left out of the mean absolute error
-    (``answered`` says how many had one). References without a number are skipped.
-
-    Returns:
-        ``{"examples", "answered", "exact_match", "mae"}`` (``mae`` is NaN when nothing was answered).
-    """
-    if len(predictions) != len(references):
-        raise ValueError(f"{len(predictions)} predictions for {len(references)} references.")
-    total = answered = correct = 0
-    errors = Decimal(0)
-    for prediction, reference in zip(predictions, references):
-        want = last_number(reference)
-        if want is None:
-            continue
-        total += 1
-        got = last_number(prediction)
-        if got is None:
-            continue
-        answered += 1
-        correct += got == want
-        errors += abs(got - want)
-    return {
-        "examples": total,
-        "answered": answered,
-        "exact_match": correct / total if total else float("nan"),
-        "mae": float(errors / answered) if answered else float("nan"),
-    }
-
-
-class AnswerMetrics:
-    """A ready ``compute_metrics`` for `NumberSFTTrainer` / `NumberSeq2SeqTrainer`: `answer_metrics` of the answers.
-
-    ``generates = True`` tells the trainers to generate (``numadapter.generate``, greedy, the number head decoding
-    every number) an answer for each ``prompt`` of the eval set (prompt/completion text) during ``evaluate`` and
-    ``predict``, and to call this with a `numadapter.trainer.NumberEvalPrediction`; the result (``examples``,
-    ``answered``, ``exact_match``, ``mae`` of the last number against the ``completion``'s) is logged with the
-    eval loss (``eval_exact_match``, ...). ``numadapter eval`` computes its metrics with it too.
-
-    Args:
-        max_new_tokens: the most tokens generated per answer (a Seq2Seq ``generation_max_length`` or
-            ``evaluate(max_new_tokens=...)`` takes precedence).
-        batch_size: prompts per generate call (None: the trainer's eval batch size).
-    """
-
-    generates = True
-
-    def __init__(self, max_new_tokens: int = 64, batch_size: int | None = None) -> None:
-        self.max_new_tokens = max_new_tokens
-        self.batch_size = batch_size
-
-    def __call__(self, prediction: Any) -> dict[str, float | int]:
-        """`answer_metrics` of ``prediction.texts`` (generated answers) against ``prediction.references``."""
-        texts, references = getattr(prediction, "texts", None), getattr(prediction, "references", None)
-        if texts is None or references is None:
-            raise TypeError(
-                f"AnswerMetrics takes the generated answers (texts and references), got {type(prediction).__name__}: "
-                "pass it as compute_metrics to a numadapter trainer, which generates them."
-            )
-        return answer_metrics(texts, references)
-
-
-def generate_answers(
-    model: Any, ntok: Any, prompts: Sequence[str], max_new_tokens: int, batch_size: int, progress: bool = True
-) -> list[str]:
-    """Greedy completions of `prompts` with `numadapter.generate`, in batches, with a progress bar."""
-    from tqdm.auto import tqdm
-
-    from numadapter.generation import generate
-
-    model.eval()
-    out: list[str] = []
-    starts = range(0, len(prompts), batch_size)
-    for start in tqdm(starts, desc="generating", unit="batch", disable=not progress):
-        chunk = list(prompts[start : start + batch_size])
-        result = generate(model, ntok, chunk, max_new_tokens=max_new_tokens, return_dict=True)
-        out.extend(result.completions)
-    return out
 
 
 def _prompts_and_references(dataset: Any) -> tuple[list[str], list[str]]:
