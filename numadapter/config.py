@@ -14,6 +14,8 @@ from typing import Literal
 
 from peft import LoraConfig
 
+from numadapter.tuner.peft_type import config_peft_type
+
 ENCODINGS = ("fone", "xval", "digits")
 FONE_PROJECTIONS = ("linear", "pad")
 FONE_HEAD_INPUTS = ("linear", "slice")
@@ -337,9 +339,7 @@ class NumberAdapterConfig(LoraConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        from numadapter.tuner.registration import peft_type_for_config  # lazy: the tuner imports this module
-
-        self.peft_type = peft_type_for_config()
+        self.peft_type = config_peft_type()
         self.validate_number_settings()
         self.validate_model_binding()
 
