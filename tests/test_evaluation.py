@@ -41,7 +41,4 @@ def test_answer_metrics_as_compute_metrics():
     assert metric(SimpleNamespace(texts=[" 12"], references=[" 12"]))["exact_match"] == 1.0
     with pytest.raises(TypeError, match="takes the generated answers"):
         metric(SimpleNamespace(predictions=[[1, 2]], label_ids=[[1, 2]]))
-    assert numadapter.AnswerMetrics is AnswerMetrics  # the public name, and the old path below
-    from numadapter.train import AnswerMetrics as old
-
-    assert old is AnswerMetrics
+    assert numadapter.AnswerMetrics is AnswerMetrics  # the public name

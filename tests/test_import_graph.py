@@ -97,3 +97,10 @@ def test_numadapter_has_no_import_cycle(graph):
     assert len(graph) > 50 and graph["numadapter.tuner.registration"]  # the real package was read
     unexpected = [cycle for cycle in find_cycles(graph) if cycle not in KNOWN_CYCLES]
     assert unexpected == [], f"import cycles among numadapter modules: {unexpected}"
+
+
+def test_no_library_module_imports_the_app(graph):
+    app = {module for module in graph if module == "numadapter.app" or module.startswith("numadapter.app.")}
+    assert {"numadapter.app.cli", "numadapter.app.recipe", "numadapter.app.commands"} <= app  # the app was found
+    library_importers = {m: t for m, t in importers_of(graph, "numadapter.app").items() if m not in app}
+    assert library_importers == {}, f"library modules that import numadapter.app: {library_importers}"

@@ -42,7 +42,7 @@ def test_import_numadapter_loads_no_heavy_dependency():
 
 def test_help_of_the_console_script_loads_no_heavy_dependency():
     code = (
-        "from numadapter.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit as exit:\n"
+        "from numadapter.app.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit as exit:\n"
         f"    assert exit.code == 0, exit.code\n{LOADED}"
     )
     assert json.loads(run_python(code)[-1]) == []

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Sequence
 from urllib.parse import urlparse
 
-from numadapter.recipe import RecipeError
+from numadapter.app.recipe import RecipeError
 
 PROBE_SECONDS = 5.0
 DEFAULT_ENDPOINT = "https://huggingface.co"
@@ -76,7 +76,7 @@ def _cached(repo_id: str, kind: str, revision: str | None) -> bool:
 
 
 def model_sources(settings) -> list[tuple[str, str | None, str]]:
-    """The `check_model_sources` entries of a recipe's `model` section (`numadapter.recipe.ModelSettings`)."""
+    """The `check_model_sources` entries of a recipe's `model` section (`numadapter.app.recipe.ModelSettings`)."""
     return [
         ("model.name_or_path", settings.name_or_path, "model"),
         ("model.tokenizer", settings.tokenizer, "tokenizer"),

@@ -2,8 +2,8 @@
 
 What it does, in order (every model and tokenizer is built locally; nothing is downloaded):
 
-1. Tokenizer: numadapter.toy's ``"digits"`` tokenizer (byte-level BPE, one token per digit, like Llama 2 / Mistral),
-   trained on a built-in corpus.
+1. Tokenizer: `numadapter.app.toy`'s ``"digits"`` tokenizer (byte-level BPE, one token per digit, like Llama 2 /
+   Mistral), trained on a built-in corpus.
 2. Base model: a tiny Llama (`FULL`: 2 layers, width 64, 0.17M parameters), pretrained from scratch for 600 steps
    on generated text with numbers (the toy corpus, counting, copying and comparing numbers; *no addition*), so it
    knows the digits and the text format but not the task. It stands in for a pretrained checkpoint (a random base
@@ -147,7 +147,7 @@ def build_tiny_base(
     from tqdm.auto import tqdm
     from transformers import AutoTokenizer, GraniteConfig, GraniteForCausalLM, LlamaConfig, LlamaForCausalLM
 
-    from numadapter.toy import build_tokenizer, corpus
+    from numadapter.app.toy import build_tokenizer, corpus
 
     families = {
         "llama": ("Llama", LlamaConfig, LlamaForCausalLM),

@@ -11,8 +11,7 @@ importing this module stay fast.
   partitioned (``zero.Init``) unless accelerate's ``zero3_init_flag`` is false (`distributed.partition_at_load`) or
   the base is a T5 with an LM head of its own (v1.1 / Flan-T5; transformers would tie it to the embedding).
 - `evaluate`: generation on the evaluation set with `numadapter.generate`, scored by `numadapter.evaluation`
-  (`answer_metrics`: exact match and mean absolute error of the last number of each answer against the reference's;
-  `AnswerMetrics`, `generate_answers` and `last_number` are re-exported here for the old import path).
+  (`answer_metrics`: exact match and mean absolute error of the last number of each answer against the reference's).
 - `export`: `numadapter.export.export_checkpoint` (offline merge of a saved adapter).
 """
 
@@ -24,9 +23,9 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
-from numadapter.evaluation import AnswerMetrics, answer_metrics, generate_answers, last_number  # noqa: F401
-from numadapter.hub import check_model_sources, model_sources
-from numadapter.recipe import DATA_EXTENSIONS, SYNTHETIC_PREFIX, DataSettings, ModelSettings, Recipe, RecipeError
+from numadapter.app.hub import check_model_sources, model_sources
+from numadapter.app.recipe import DATA_EXTENSIONS, SYNTHETIC_PREFIX, DataSettings, ModelSettings, Recipe, RecipeError
+from numadapter.evaluation import AnswerMetrics, generate_answers
 
 
 def load_tokenizer(settings: ModelSettings) -> Any:
@@ -114,7 +113,7 @@ def load_data(settings: DataSettings, split: str) -> Any:
         if source is None:
             return None
     if source.startswith(SYNTHETIC_PREFIX):
-        from numadapter.quickstart import addition_examples
+        from numadapter.app.quickstart import addition_examples
 
         count = settings.synthetic_examples if split == "train" else settings.synthetic_eval_examples
         seed = settings.seed if split == "train" else settings.seed + 1_000_003

@@ -3,11 +3,12 @@
 Commands (``numadapter COMMAND --help`` shows each one's options):
     numadapter quickstart [--model PATH] [--out DIR] [--tiny]
         offline: builds a small local base model, fine-tunes FoNE + LoRA and a LoRA-only baseline on addition,
-        prints a before/after table, exports the merged model, reloads it and generates (`numadapter.quickstart`).
+        prints a before/after table, exports the merged model, reloads it and generates
+        (`numadapter.app.quickstart`).
     numadapter train --config RECIPE.yaml [section.key=value ...]
-        trains the recipe's adapter (`numadapter.train.train`); launch it with ``accelerate launch`` / ``torchrun``
-        for many processes: ``accelerate launch --config_file recipes/accelerate/zero3.yaml -m numadapter.cli train
-        --config ...``.
+        trains the recipe's adapter (`numadapter.app.commands.train`); launch it with ``accelerate launch`` /
+        ``torchrun`` for many processes: ``accelerate launch --config_file recipes/accelerate/zero3.yaml
+        -m numadapter.app.cli train --config ...``.
     numadapter eval --config RECIPE.yaml [--adapter DIR | --exported DIR] [section.key=value ...]
         exact match and mean absolute error of generated answers on the recipe's evaluation data.
     numadapter export --adapter DIR --out DIR [--base PATH] [--tokenizer DIR] [--dtype DTYPE]
@@ -116,7 +117,7 @@ def tour(text: str = DEMO_TEXT, out: str | None = None, print_fn=print) -> dict[
     import math
 
     from numadapter import NumberAdapterConfig, NumberTokenizer, find_numbers, fone_decode, fone_features
-    from numadapter.toy import build_tokenizer
+    from numadapter.app.toy import build_tokenizer
 
     with tempfile.TemporaryDirectory() as tmp:
         base = build_tokenizer("llama3", out or tmp)
@@ -166,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Runs one command; returns the exit status (2 for a bad recipe, argument or missing file, as argparse does)."""
     parser = make_parser()
     args = parser.parse_args(argv)
-    from numadapter.recipe import RecipeError
+    from numadapter.app.recipe import RecipeError
 
     try:
         return _run(args)
@@ -195,25 +196,25 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "tour":
         tour(text=args.text, out=args.out)
     elif args.command == "quickstart":
-        from numadapter.quickstart import run_quickstart
+        from numadapter.app.quickstart import run_quickstart
 
         run_quickstart(model=args.model, out=args.out, tiny=args.tiny, steps=args.steps, seed=args.seed)
     elif args.command in ("train", "validate", "eval"):
-        from numadapter.recipe import load_recipe, validate_recipe
+        from numadapter.app.recipe import load_recipe, validate_recipe
 
         if args.command == "validate":
             recipe = validate_recipe(args.config, args.overrides)
             print(f"{args.config}: valid ({'Seq2SeqTrainingArguments' if recipe.seq2seq else 'SFTConfig'}).")
             return 0
         recipe = load_recipe(args.config, args.overrides)
-        from numadapter import train as entry
+        from numadapter.app import commands as entry
 
         if args.command == "train":
             entry.train(recipe)
         else:
             entry.evaluate(recipe, adapter=args.adapter, exported=args.exported)
     elif args.command == "export":
-        from numadapter.train import export
+        from numadapter.app.commands import export
 
         export(args.adapter, args.out, base=args.base, tokenizer=args.tokenizer, dtype=args.dtype)
     return 0
