@@ -43,6 +43,7 @@ if TYPE_CHECKING:  # what the lazy names resolve to, for type checkers and IDEs
         fone_decode,
         fone_features,
     )
+    from numadapter.evaluation import AnswerMetrics
     from numadapter.export import export_merged, load_exported
     from numadapter.generation import NumberGenerationOutput, generate
     from numadapter.heads import FoNEDigitHead, RegressionHead
@@ -50,7 +51,6 @@ if TYPE_CHECKING:  # what the lazy names resolve to, for type checkers and IDEs
     from numadapter.ntl import NTLoss
     from numadapter.numbers import ExactNumber, NumberOutOfRangeError, NumberSpan, find_numbers
     from numadapter.tokenization import NumberTokenizer
-    from numadapter.train import AnswerMetrics
     from numadapter.trainer import NumberSeq2SeqTrainer, NumberSFTTrainer
 
 __version__ = "0.1.0"
@@ -81,7 +81,7 @@ _LAZY: dict[str, str] = {
     "NumberSpan": "numadapter.numbers",
     "find_numbers": "numadapter.numbers",
     "NumberTokenizer": "numadapter.tokenization",
-    "AnswerMetrics": "numadapter.train",
+    "AnswerMetrics": "numadapter.evaluation",
     "NumberSeq2SeqTrainer": "numadapter.trainer",
     "NumberSFTTrainer": "numadapter.trainer",
 }

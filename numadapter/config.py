@@ -15,6 +15,7 @@ from typing import Literal
 from peft import LoraConfig
 
 from numadapter.methods.registry import BUILTIN, get_method, known_methods, unknown_encoding_message
+from numadapter.tuner.peft_type import config_peft_type
 
 ENCODINGS = ("fone", "xval", "digits")  # the built-in encodings; more with numadapter.methods.register_method
 FONE_PROJECTIONS = ("linear", "pad")
@@ -339,9 +340,7 @@ class NumberAdapterConfig(LoraConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        from numadapter.tuner.registration import peft_type_for_config  # lazy: the tuner imports this module
-
-        self.peft_type = peft_type_for_config()
+        self.peft_type = config_peft_type()
         self.validate_number_settings()
         self.validate_model_binding()
 

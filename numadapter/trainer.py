@@ -322,7 +322,7 @@ class _NumberLossMixin:
         return loss, outputs.logits.detach(), inputs.get("shift_labels", inputs["labels"])
 
     # Generation during evaluate / predict (a `compute_metrics` with ``generates = True``, e.g.
-    # `numadapter.train.AnswerMetrics`, or ``predict_with_generate=True`` on NumberSeq2SeqTrainer).
+    # `numadapter.AnswerMetrics`, or ``predict_with_generate=True`` on NumberSeq2SeqTrainer).
 
     def _generates(self) -> bool:
         with_generate = getattr(self.args, "predict_with_generate", False)

@@ -163,12 +163,13 @@ def check_tokenizer_matches(ntok: Any, config: Any, where: str, argument: str = 
         argument: the name of `ntok`'s argument there.
 
     Raises:
-        TypeError: `ntok` is not a `NumberTokenizer`.
+        TypeError: `ntok` is not a `NumberTokenizer` (an object with a `NumberAdapterConfig` as ``config`` and a
+            wrapped ``tokenizer``).
         ValueError: a field disagrees; the message names each field with both values, and the fix.
     """
-    from numadapter.tokenization import NumberTokenizer
+    from numadapter.config import NumberAdapterConfig  # not NumberTokenizer: tokenization imports this module
 
-    if not isinstance(ntok, NumberTokenizer):
+    if not isinstance(getattr(ntok, "config", None), NumberAdapterConfig) or not hasattr(ntok, "tokenizer"):
         raise TypeError(
             f"{where}: `{argument}` must be a numadapter NumberTokenizer, got {type(ntok).__name__}: build it with "
             "NumberTokenizer(tokenizer, config) using the adapter's config."

@@ -14,7 +14,7 @@ import tiny
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from numadapter import toy
+from numadapter.app import toy
 from numadapter.config import NumberAdapterConfig
 from numadapter.mapping import get_peft_model
 from numadapter.tokenization import NumberTokenizer

@@ -65,7 +65,7 @@ def tiny_base(root: Path) -> Path:
     as the scripts in ``tests/dist_scripts`` read them."""
     import tiny
 
-    from numadapter import toy
+    from numadapter.app import toy
 
     base = root / "base"
     tokenizer = toy.build_tokenizer("digits", base / "tok")

@@ -19,7 +19,7 @@ from peft.utils.peft_types import PeftType
 from numadapter.config import NumberAdapterConfig
 from numadapter.mapping import get_peft_model
 from numadapter.tuner.patches import base_weight
-from numadapter.tuner.registration import PEFT_TYPE_VALUE, peft_version_supported
+from numadapter.tuner.peft_type import PEFT_TYPE_VALUE, peft_version_supported
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

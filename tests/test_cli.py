@@ -11,7 +11,7 @@ import pytest
 import torch
 from adapter_cases import Store
 
-from numadapter import cli
+from numadapter.app import cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COMMANDS = ("quickstart", "train", "eval", "export", "validate", "tour")
@@ -197,7 +197,7 @@ def test_zero3_recipe_trains_with_torchrun_and_exports_offline(store, tmp_path):
         "adapter.int_digits=4", "adapter.frac_digits=2", f"export.out_dir={merged}",
     ]  # fmt: skip
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-               "-m", "numadapter.cli", "train", "--config", recipe, *overrides]  # fmt: skip
+               "-m", "numadapter.app.cli", "train", "--config", recipe, *overrides]  # fmt: skip
     env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=480)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -218,8 +218,8 @@ def test_zero3_recipe_trains_with_torchrun_and_exports_offline(store, tmp_path):
 
 
 def test_load_data_reads_local_files_directories_and_the_synthetic_task(tmp_path):
-    from numadapter.recipe import DataSettings
-    from numadapter.train import load_data
+    from numadapter.app.commands import load_data
+    from numadapter.app.recipe import DataSettings
 
     rows = arithmetic_rows(6)
     datasets.Dataset.from_list(rows).to_csv(str(tmp_path / "train.csv"))
@@ -243,7 +243,7 @@ def test_load_data_reads_local_files_directories_and_the_synthetic_task(tmp_path
 def test_close_process_group_destroys_an_initialised_group(tmp_path):
     import torch.distributed as dist
 
-    from numadapter.cli import close_process_group
+    from numadapter.app.cli import close_process_group
 
     close_process_group()  # no group: nothing happens
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import numadapter.collator
-from numadapter import toy
+from numadapter.app import toy
 from numadapter.collator import NumberDataCollator, safe_slice
 from numadapter.config import NumberAdapterConfig
 from numadapter.data import detect_format, prepare_dataset

@@ -8,11 +8,11 @@ one-process run: the loss curve (within 1e-4), the data shards of the two ranks,
 rows and number modules change, are identical on both ranks, and equal the one-process result), and that the saved
 adapter holds every trained tensor whole (also under ZeRO-3) and reloads to the same logits.
 
-Two more launches run numadapter's own entry point (`numadapter.train.train`, ``tests/dist_scripts/train_recipe.py``)
-under ZeRO-3 with the base loaded *partitioned* (``zero.Init`` inside ``from_pretrained``, how large models are
-loaded), and in one process: every base tensor is empty right after loading, the loss curve is the one-process one,
-the saved adapter equals the one-process adapter, records the base's real vocabulary size and reloads on a fresh
-whole base to the logits the DeepSpeed engine computed.
+Two more launches run numadapter's own entry point (`numadapter.app.commands.train`,
+``tests/dist_scripts/train_recipe.py``) under ZeRO-3 with the base loaded *partitioned* (``zero.Init`` inside
+``from_pretrained``, how large models are loaded), and in one process: every base tensor is empty right after
+loading, the loss curve is the one-process one, the saved adapter equals the one-process adapter, records the base's
+real vocabulary size and reloads on a fresh whole base to the logits the DeepSpeed engine computed.
 
 The other tests are fast unit tests of `numadapter.distributed` and of the recipe files; they always run.
 """
@@ -57,8 +57,8 @@ CONFIGS = {  # name -> (extra script arguments, accelerate distributed type)
         "DEEPSPEED",
     ),
 }
-# numadapter's own entry point (`numadapter.train.train`) with the base loaded ZeRO-3 partitioned (zero.Init), and its
-# one-process reference; threshold 0 partitions every tensor, also while loading
+# numadapter's own entry point (`numadapter.app.commands.train`) with the base loaded ZeRO-3 partitioned (zero.Init),
+# and its one-process reference; threshold 0 partitions every tensor, also while loading
 RECIPE_SCRIPT = ROOT / "tests" / "dist_scripts" / "train_recipe.py"
 RECIPE_CONFIGS = {
     "recipe-single": [],

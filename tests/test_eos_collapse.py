@@ -22,7 +22,7 @@ from trl import SFTConfig
 
 import numadapter
 from numadapter import NumberAdapterConfig, NumberTokenizer
-from numadapter.quickstart import TinySpec, addition_examples, build_tiny_base
+from numadapter.app.quickstart import TinySpec, addition_examples, build_tiny_base
 
 CONTEXTS = ["682 + 361 = 1015", "I have 3"]  # trained: EOS after the answer; " apples." after "I have N"
 SPEC = TinySpec(hidden=32, layers=1, heads=2, pretrain_steps=150, finetune_steps=300, batch_size=16,

@@ -582,6 +582,11 @@ def test_wrong_model_tokenizer_or_prompts(store):
     model, ntok = build(store, "llama", "fone")
     with pytest.raises(TypeError, match=r"needs the PeftModel returned by numadapter.get_peft_model.*LlamaForCausal"):
         generate(store.base("llama", False), ntok, "hi")
+    import peft
+
+    lora_only = peft.get_peft_model(store.base("llama", False), peft.LoraConfig(r=2, target_modules=["q_proj"]))
+    with pytest.raises(TypeError, match=r"needs the PeftModel returned by numadapter.get_peft_model.*PeftModel"):
+        generate(lora_only, ntok, "hi")  # a PEFT model, but its LoraModel tuner has no number runtime
     with pytest.raises(TypeError, match=r"`number_tokenizer` must be a numadapter NumberTokenizer"):
         generate(model, ntok.tokenizer, "hi")
     xval_tok = NumberTokenizer(store.tokenizer("digits"), NumberAdapterConfig(encoding="xval"))

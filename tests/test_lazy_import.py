@@ -40,9 +40,10 @@ def test_import_numadapter_loads_no_heavy_dependency():
     assert loaded == [], f"`import numadapter` imported {loaded}"
 
 
-def test_help_of_the_console_script_loads_no_heavy_dependency():
+@pytest.mark.parametrize("module", ["numadapter.app.cli", "numadapter.cli"])  # the console script; the old path
+def test_help_of_the_console_script_loads_no_heavy_dependency(module):
     code = (
-        "from numadapter.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit as exit:\n"
+        f"from {module} import main\ntry:\n    main(['--help'])\nexcept SystemExit as exit:\n"
         f"    assert exit.code == 0, exit.code\n{LOADED}"
     )
     assert json.loads(run_python(code)[-1]) == []

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from numadapter import toy
+from numadapter.app import toy
 from numadapter.config import NumberAdapterConfig
 from numadapter.numbers import ExactNumber, find_numbers
 from numadapter.tokenization import NumberTokenizer

@@ -15,7 +15,7 @@ from peft import LoraConfig
 from transformers import TrainerCallback, TrainerControl, TrainerState
 from trl import SFTConfig, SFTTrainer
 
-from numadapter import toy
+from numadapter.app import toy
 from numadapter.callbacks import NumberLossCallback, ntl_loss_func
 
 DIGITS = "0123456789"

@@ -37,7 +37,7 @@ ZERO3 = {"zero_optimization": {"stage": 3, "stage3_gather_16bit_weights_on_model
 def paths(tmp_path_factory):
     import tiny
 
-    from numadapter import toy
+    from numadapter.app import toy
 
     root = tmp_path_factory.mktemp("qlora")
     tokenizer = toy.build_tokenizer("digits", root / "tok")

@@ -1,4 +1,4 @@
-"""numadapter.quickstart: the addition data, and the whole quick start in its --tiny mode (a smoke run, < 60 s)."""
+"""numadapter.app.quickstart: the addition data, and the whole quick start in its --tiny mode (a smoke run, < 60 s)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from numadapter import cli
-from numadapter.quickstart import addition_examples, run_quickstart
+from numadapter.app import cli
+from numadapter.app.quickstart import addition_examples, run_quickstart
 
 
 def test_addition_examples_are_exact_and_cover_the_digit_range():
@@ -55,7 +55,7 @@ def test_cli_quickstart_passes_its_options(monkeypatch):
         seen.update(kwargs)
         return {}
 
-    monkeypatch.setattr("numadapter.quickstart.run_quickstart", fake)
+    monkeypatch.setattr("numadapter.app.quickstart.run_quickstart", fake)
     assert cli.main(["quickstart", "--tiny", "--model", "some/model", "--steps", "7", "--seed", "3"]) == 0
     assert seen == {"model": "some/model", "out": None, "tiny": True, "steps": 7, "seed": 3}
 
@@ -66,7 +66,7 @@ def test_bad_steps_are_refused():
 
 
 def test_summary_reads_the_measured_numbers():
-    from numadapter.quickstart import FULL, Result, summary
+    from numadapter.app.quickstart import FULL, Result, summary
 
     def result(name, seconds, em, mae):
         return Result(name, 100, seconds, {"exact_match": 0.0, "mae": 5000.0}, {"exact_match": em, "mae": mae})

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import torch
 
+from numadapter.app.toy import build_tokenizer
 from numadapter.generation import numbers_of
-from numadapter.toy import build_tokenizer
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

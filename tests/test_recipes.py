@@ -1,4 +1,4 @@
-"""numadapter.recipe: every YAML under recipes/ validates; headers, overrides, wrong keys and types are handled."""
+"""numadapter.app.recipe: every YAML under recipes/ validates; headers, overrides, wrong keys and types are handled."""
 
 from __future__ import annotations
 
@@ -13,11 +13,8 @@ import yaml
 from transformers import Seq2SeqTrainingArguments
 from trl import SFTConfig
 
-from numadapter import toy
-from numadapter.config import NumberAdapterConfig
-from numadapter.encodings.xval import XValEmbedding
-from numadapter.heads.regression import RegressionHead
-from numadapter.recipe import (
+from numadapter.app import toy
+from numadapter.app.recipe import (
     DataSettings,
     ModelSettings,
     build_recipe,
@@ -25,6 +22,9 @@ from numadapter.recipe import (
     parse_overrides,
     validate_recipe,
 )
+from numadapter.config import NumberAdapterConfig
+from numadapter.encodings.xval import XValEmbedding
+from numadapter.heads.regression import RegressionHead
 from numadapter.tokenization import NumberTokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -83,7 +83,7 @@ def test_recipe_header_says_what_how_and_an_override(path):
     assert launches, f"{relative}: no accelerate launch command"
     for config in launches:
         assert config in {os.path.relpath(p, ROOT) for p in ACCELERATE}, config
-    assert f"-m numadapter.cli train --config {relative}" in text
+    assert f"-m numadapter.app.cli train --config {relative}" in text
     # the override example is a real command whose overrides validate
     example = text.split("Override example", 1)[1].split("\n", 2)[1]
     tokens = shlex.split(example)

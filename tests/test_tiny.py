@@ -1,4 +1,4 @@
-"""Checks of the tiny test tokenizers (`numadapter.toy`) and models (`tests/tiny.py`) the other tests build on."""
+"""Checks of the tiny test tokenizers (`numadapter.app.toy`) and models (`tests/tiny.py`) the other tests build on."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import tiny
 import torch
 
-from numadapter import toy
+from numadapter.app import toy
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
-from numadapter import toy
+from numadapter.app import toy
 from numadapter.config import NumberAdapterConfig
 from numadapter.numbers import ExactNumber, NumberOutOfRangeError
 from numadapter.tokenization import CONFIG_NAME, NumberTokenizer, render_number

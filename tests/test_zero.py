@@ -45,7 +45,7 @@ def partition(model: LlamaForCausalLM, tie: bool) -> None:
 
 @pytest.fixture(scope="module")
 def tokenizer(tmp_path_factory):
-    from numadapter import toy
+    from numadapter.app import toy
 
     return toy.build_tokenizer("digits", tmp_path_factory.mktemp("tok"))
 
@@ -179,8 +179,8 @@ def test_a_t5_v11_whose_head_zero_init_tied_is_refused(tokenizer):
 
 @pytest.mark.parametrize(("own_head", "expected"), [(True, True), (False, False)], ids=["t5-v1.1", "t5-v1.0"])
 def test_train_loads_a_t5_with_its_own_head_whole(tmp_path, own_head: bool, expected: bool):
-    from numadapter.recipe import ModelSettings
-    from numadapter.train import _untied_t5
+    from numadapter.app.commands import _untied_t5
+    from numadapter.app.recipe import ModelSettings
 
     tiny_t5(own_head).config.save_pretrained(tmp_path)  # what numadapter train reads before deciding
     assert _untied_t5(ModelSettings(name_or_path=str(tmp_path))) is expected

@@ -1,8 +1,8 @@
 """Tiny random-init models for tests: built locally, saved with `save_pretrained`, loaded back.
 
-The tokenizers come from `numadapter.toy` (``toy.build_tokenizer(kind, path)``, kinds ``"digits"``, ``"llama3"`` and
-``"t5"``; its docstring lists their special tokens); tests import them from there. Nothing is downloaded. Models are
-random-init (seeded) Llama / Granite / T5 configurations, saved and reloaded with `from_pretrained` so the real
+The tokenizers come from `numadapter.app.toy` (``toy.build_tokenizer(kind, path)``, kinds ``"digits"``, ``"llama3"``
+and ``"t5"``; its docstring lists their special tokens); tests import them from there. Nothing is downloaded. Models
+are random-init (seeded) Llama / Granite / T5 configurations, saved and reloaded with `from_pretrained` so the real
 loading code is exercised.
 
 Model families (`build_model(family, path, vocab_size)`):
@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from transformers import PreTrainedTokenizerFast
 
-from numadapter.toy import CONFIGS, build_tokenizer
+from numadapter.app.toy import CONFIGS, build_tokenizer
 
 MODEL_FAMILIES = ("llama", "granite", "t5")
 

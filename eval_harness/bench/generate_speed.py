@@ -19,8 +19,8 @@ run produces exactly the same number of tokens), text in and text out on every s
   numadapter's whole per-token overhead over plain transformers generation with the adapter's weights merged.
 
 Models are random-init Llama-shaped (``--sizes``, default a tiny 64-wide 2-layer model, which is overhead-dominated,
-and a 512-wide 4-layer one) with the local byte-level BPE of `numadapter.toy`. Each repetition runs every side once,
-in rotating order, so drifts in machine load hit all alike; reported are per-token medians and the median of the
+and a 512-wide 4-layer one) with the local byte-level BPE of `numadapter.app.toy`. Each repetition runs every side
+once, in rotating order, so drifts in machine load hit all alike; reported are per-token medians and the median of the
 per-repetition ratios. The generated ids of ``numadapter`` and ``hf_adapted`` are checked to be equal.
 
 Run: ``python -m eval_harness.bench.generate_speed [--sizes 64x2,512x4] [--batch-size 1] [--new-tokens 64]
@@ -58,10 +58,10 @@ def build(hidden: int, layers: int, encoding: str, rank: int, tokenizer_dir: str
     """Tokenizer, NumberTokenizer, base model and number-adapted model (random init, float32, eval mode)."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
+    from numadapter.app.toy import build_tokenizer
     from numadapter.config import NumberAdapterConfig
     from numadapter.mapping import get_peft_model
     from numadapter.tokenization import NumberTokenizer
-    from numadapter.toy import build_tokenizer
 
     tokenizer = build_tokenizer("digits", tokenizer_dir, padding_side="left")
     heads = max(1, hidden // 64)

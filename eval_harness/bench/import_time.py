@@ -9,7 +9,7 @@ python     ``pass``: the interpreter's own start-up, for reference
 import     ``import numadapter`` (the lazy package: PEP 562, nothing heavy is imported)
 eager      ``import numadapter`` then every name of ``numadapter.__all__``: the modules ``import numadapter``
            loaded before it was lazy (the old ``__init__`` imported exactly these)
-help       ``python -m numadapter.cli --help`` (what the ``numadapter`` console script does for ``--help``)
+help       ``python -m numadapter.app.cli --help`` (what the ``numadapter`` console script does for ``--help``)
 before     with ``--baseline DIR``: ``import numadapter`` in another checkout (e.g. ``git worktree add DIR <commit>``
            of a commit before the package was lazy), so the old and the new import are timed side by side
 =========  =========================================================================================================
@@ -41,7 +41,7 @@ SIDES: dict[str, list[str]] = {
     "python": ["-c", "pass"],
     "import": ["-c", f"import numadapter; {REPORT}"],
     "eager": ["-c", f"import numadapter; [getattr(numadapter, n) for n in numadapter.__all__]; {REPORT}"],
-    "help": ["-m", "numadapter.cli", "--help"],
+    "help": ["-m", "numadapter.app.cli", "--help"],
 }
 
 

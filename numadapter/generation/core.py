@@ -37,11 +37,14 @@ def parts_from_tuner(tuner: Any, model: Any = None) -> AdapterParts:
 
 
 def adapter_parts(model: Any) -> AdapterParts:
-    """The pieces of a numadapter PEFT model the decode loop drives; `TypeError` for anything else."""
-    from numadapter.tuner.model import NumberAdapterModel
+    """The pieces of a numadapter PEFT model the decode loop drives; `TypeError` for anything else.
 
+    A numadapter model is recognised by its tuner's ``number_runtime`` method (`NumberAdapterModel.number_runtime`),
+    not by class: the tuner routes ``model.generate`` here (`numadapter.generation.hf`), so generation does not
+    import the tuner's model module back.
+    """
     tuner = getattr(model, "base_model", None)
-    if not isinstance(tuner, NumberAdapterModel):
+    if not callable(getattr(tuner, "number_runtime", None)):
         raise TypeError(
             f"numadapter.generate needs the PeftModel returned by numadapter.get_peft_model (or loaded with "
             f"PeftModel.from_pretrained from a numadapter adapter), got {type(model).__name__}. For a model without a "

@@ -1,5 +1,6 @@
 """PEFT integration of numadapter: registration, the `NumberAdapterModel` tuner and its parts.
 
+- `peft_type`: numadapter's ``PeftType`` name and value, the tested peft range (imports nothing of numadapter).
 - `registration`: adds ``PeftType.NUMADAPTER`` and fills PEFT's mappings (version-guarded, at import).
 - `import_hook`: imports `registration` as soon as PEFT is imported, so ``import numadapter`` need not import PEFT.
 - `model`: `NumberAdapterModel` (a `peft.LoraModel` subclass): binding, number rows and modules, forward.
@@ -9,6 +10,6 @@
 - `side_buffer`, `hooks`: how the number tensors reach the embedding during one call.
 - `inputs`, `alignment`, `loss`: validation, the causal / T5 alignments, the loss and the output classes.
 
-Import the pieces from their modules; this file stays free of imports so that ``numadapter.config`` can import the
-registration lazily.
+Import the pieces from their modules; this file stays free of imports, so that importing one piece (``numadapter``
+itself imports `import_hook`; `numadapter.config` imports `peft_type`) loads nothing else.
 """

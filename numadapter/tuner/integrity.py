@@ -144,7 +144,7 @@ def check_adapter_state(
             tensors the config does not build.
     """
     from numadapter.config import NumberAdapterConfig
-    from numadapter.tuner.registration import PEFT_TYPE_VALUE
+    from numadapter.tuner.peft_type import PEFT_TYPE_VALUE
 
     from_file = source.endswith((".safetensors", ".bin"))
     config_file = os.path.join(os.path.dirname(source), "adapter_config.json") if from_file else "the adapter config"

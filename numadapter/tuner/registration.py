@@ -4,8 +4,8 @@ PEFT 0.21's `register_peft_method` only accepts names that already exist in the 
 a prefix that is already taken ("lora_" is LoRA's; numadapter's layers are real LoRA layers). This module therefore
 does by hand, once, what `register_peft_method` would do:
 
-1. adds a member ``PeftType.NUMADAPTER`` to PEFT's string enum (the same bookkeeping `enum` does for a member defined
-   in the class body: ``_member_map_``, ``_value2member_map_``, ``_member_names_``, the class attribute);
+1. adds a member ``PeftType.NUMADAPTER`` to PEFT's string enum (`numadapter.tuner.peft_type`, which also holds the
+   value and the tested peft range, so that the config names its peft type without importing this module);
 2. fills ``PEFT_TYPE_TO_CONFIG_MAPPING`` / ``PEFT_TYPE_TO_TUNER_MAPPING`` / ``PEFT_TYPE_TO_PREFIX_MAPPING``
    (prefix ``"lora_"``);
 3. wraps the ``get_peft_model_state_dict`` that ``PeftModel.save_pretrained`` calls so that, for numadapter adapters
@@ -14,10 +14,6 @@ does by hand, once, what `register_peft_method` would do:
    rows as PEFT trainable tokens (a few KB instead of hundreds of MB). An explicit ``True`` is still honoured;
 4. wraps PEFT's loading functions (`numadapter.tuner.load_hooks`) so that a numadapter adapter file is verified
    against its config before it is loaded (`numadapter.tuner.integrity`).
-
-The enum *value* is the string written to ``adapter_config.json`` as ``peft_type``. PEFT looks it up in
-``PEFT_TYPE_TO_CONFIG_MAPPING[<value>]`` when loading, so in a process that did not ``import numadapter`` the
-failure is ``KeyError: 'NUMADAPTER (requires `import numadapter` before loading)'``: the error names its own fix.
 
 When: at the import of this module, which happens as soon as PEFT is imported in a process that imported numadapter
 (`numadapter.tuner.import_hook`; ``import numadapter`` itself imports no PEFT), and before any numadapter model is
@@ -36,44 +32,19 @@ import warnings
 from typing import Any
 
 import peft
-from packaging.version import Version
 from peft.utils.peft_types import PeftType
 
-PEFT_TYPE_NAME = "NUMADAPTER"
-PEFT_TYPE_VALUE = "NUMADAPTER (requires `import numadapter` before loading)"
+from numadapter.tuner.peft_type import (
+    PEFT_TYPE_NAME,
+    PEFT_TYPE_VALUE,
+    add_enum_member,
+    peft_version_supported,
+    supported_range,
+)
+
 PEFT_PREFIX = "lora_"
-SUPPORTED_PEFT = (Version("0.21"), Version("0.22"))  # [low, high)
 
 _state: dict[str, Any] = {"registered": False, "warned": False}
-
-
-def peft_version_supported(version: str | None = None) -> bool:
-    """Whether a peft version (default: the installed one) is in the tested range ``>=0.21,<0.22``."""
-    parsed = Version(version or peft.__version__)
-    return SUPPORTED_PEFT[0] <= Version(parsed.base_version) < SUPPORTED_PEFT[1]
-
-
-def _range_text() -> str:
-    return f"peft>={SUPPORTED_PEFT[0]},<{SUPPORTED_PEFT[1]}"
-
-
-def _add_enum_member() -> PeftType:
-    """Adds ``PeftType.NUMADAPTER`` (idempotent) and returns it."""
-    existing = PeftType.__members__.get(PEFT_TYPE_NAME)
-    if existing is not None:
-        return existing
-    member = str.__new__(PeftType, PEFT_TYPE_VALUE)
-    member._name_ = PEFT_TYPE_NAME
-    member._value_ = PEFT_TYPE_VALUE
-    member.__objclass__ = PeftType
-    if hasattr(PeftType, "_add_member_"):  # Python >= 3.13
-        PeftType._add_member_(PEFT_TYPE_NAME, member)
-    else:
-        PeftType._member_map_[PEFT_TYPE_NAME] = member
-        PeftType._member_names_.append(PEFT_TYPE_NAME)
-        type.__setattr__(PeftType, PEFT_TYPE_NAME, member)
-    PeftType._value2member_map_[PEFT_TYPE_VALUE] = member
-    return member
 
 
 def _patch_state_dict_for_save() -> None:
@@ -124,15 +95,15 @@ def register(force: bool = False) -> PeftType | None:
             if not _state["warned"]:
                 _state["warned"] = True
                 warnings.warn(
-                    f"numadapter supports {_range_text()}, found peft {peft.__version__}: it did not register itself "
-                    "with PEFT, so `peft.get_peft_model(model, NumberAdapterConfig(...))` and "
+                    f"numadapter supports {supported_range()}, found peft {peft.__version__}: it did not register "
+                    "itself with PEFT, so `peft.get_peft_model(model, NumberAdapterConfig(...))` and "
                     "`PeftModel.from_pretrained` will not find it. Use `numadapter.get_peft_model(...)` (it registers "
-                    f"anyway, untested) or install {_range_text()}.",
+                    f"anyway, untested) or install {supported_range()}.",
                     stacklevel=2,
                 )
             return None
         warnings.warn(
-            f"numadapter is tested with {_range_text()}, found peft {peft.__version__}: registering anyway.",
+            f"numadapter is tested with {supported_range()}, found peft {peft.__version__}: registering anyway.",
             stacklevel=2,
         )
     from peft.mapping import PEFT_TYPE_TO_CONFIG_MAPPING, PEFT_TYPE_TO_PREFIX_MAPPING, PEFT_TYPE_TO_TUNER_MAPPING
@@ -142,7 +113,7 @@ def register(force: bool = False) -> PeftType | None:
     from numadapter.tuner.model import NumberAdapterModel
 
     try:
-        member = _add_enum_member()
+        member = add_enum_member()
         PEFT_TYPE_TO_CONFIG_MAPPING[member] = NumberAdapterConfig
         PEFT_TYPE_TO_TUNER_MAPPING[member] = NumberAdapterModel
         PEFT_TYPE_TO_PREFIX_MAPPING[member] = PEFT_PREFIX
@@ -151,16 +122,10 @@ def register(force: bool = False) -> PeftType | None:
     except Exception as exc:  # pragma: no cover - only on an incompatible peft
         raise RuntimeError(
             f"numadapter could not register with peft {peft.__version__} ({type(exc).__name__}: {exc}); "
-            f"install {_range_text()}."
+            f"install {supported_range()}."
         ) from exc
     _state["registered"] = True
     return member
-
-
-def peft_type_for_config() -> PeftType | str:
-    """The ``peft_type`` a `NumberAdapterConfig` carries: the enum member once registered, else its plain value."""
-    member = register()
-    return member if member is not None else PEFT_TYPE_VALUE
 
 
 register()  # at import: `import numadapter` (whose import hook imports this module with PEFT) is all a user needs

@@ -1,7 +1,8 @@
-"""Trains a tiny FoNE Llama through numadapter's own entry point (`numadapter.train.train`, i.e. ``numadapter train``).
+"""Trains a tiny FoNE Llama through numadapter's own entry point (`numadapter.app.commands.train`, i.e.
+``numadapter train``).
 
 Used by ``tests/test_distributed.py`` to check the ZeRO-3 path real large models take: under ``torchrun`` with a
-ZeRO-3 DeepSpeed config, `numadapter.train.train` builds the training arguments first, so ``from_pretrained``
+ZeRO-3 DeepSpeed config, `numadapter.app.commands.train` builds the training arguments first, so ``from_pretrained``
 loads the base *partitioned* (``deepspeed.zero.Init``), and the adapter is bound, trained and saved on top of it:
 
     # one process (the reference)
@@ -61,9 +62,9 @@ def main(argv: list[str] | None = None) -> None:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from train_tiny import dataset_rows
 
-    import numadapter.train as entry
+    import numadapter.app.commands as entry
+    from numadapter.app.recipe import build_recipe
     from numadapter.distributed import load_deepspeed_config
-    from numadapter.recipe import build_recipe
     from numadapter.trainer import NumberSFTTrainer
 
     world, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
@@ -148,7 +149,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    from numadapter.cli import close_process_group
+    from numadapter.app.cli import close_process_group
 
     try:
         main()

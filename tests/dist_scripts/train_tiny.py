@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    from numadapter.cli import close_process_group
+    from numadapter.app.cli import close_process_group
 
     try:
         main()

@@ -1,0 +1,17 @@
+"""The application built on the numadapter library: the ``numadapter`` command, its recipes, the quick start.
+
+- `cli`: the ``numadapter`` command line (``numadapter = "numadapter.app.cli:main"``; also
+  ``python -m numadapter.app.cli``).
+- `recipe`: one YAML file mapped onto the library's dataclasses (`NumberAdapterConfig`, TRL's ``SFTConfig`` or
+  ``Seq2SeqTrainingArguments``) plus model / data / eval / export settings; `RecipeError`.
+- `commands`: what ``numadapter train | eval | export`` run: recipe -> base model, data, trainer, metrics, export.
+- `hub`: before loading a model named in a recipe: is it local, cached or reachable (one clear error).
+- `quickstart`: the offline demo (``numadapter quickstart``): tiny base, FoNE + LoRA against LoRA only.
+- `toy`: small local tokenizers and a corpus with numbers, trained offline, shared by the demo, the benchmarks and
+  the tests.
+
+The library (every other module of `numadapter`) never imports this package (``tests/test_import_graph.py``). The
+old module paths (``numadapter.cli``, ``numadapter.recipe``, ``numadapter.train``, ``numadapter.quickstart``,
+``numadapter.toy``, ``numadapter.hub``) still import, as thin modules that point here. This file imports nothing,
+so ``numadapter --help`` stays light.
+"""
