@@ -17,10 +17,30 @@ almost only at the previous or the start token there; a random one looks everywh
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import tempfile
 import time
+from typing import Any
+
+
+def parse_settings(items: list[str]) -> dict[str, Any]:
+    """``["r=64", "fone_projection=pad", 'target_modules=["q_proj"]']`` -> ``{"r": 64, "fone_projection": "pad", ...}``
+
+    A value is read as JSON (numbers such as ``1e-3``, ``true``, lists, objects); anything that is not JSON is kept
+    as text. Raises ValueError for an item without ``=`` or with an empty name.
+    """
+    settings: dict[str, Any] = {}
+    for item in items:
+        name, sep, raw = item.partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"--set {item!r} must look like name=value (a NumberAdapterConfig field), e.g. r=64.")
+        try:
+            settings[name.strip()] = json.loads(raw)
+        except json.JSONDecodeError:
+            settings[name.strip()] = raw
+    return settings
 
 
 def _random_base(spec: str, out: str) -> str:
@@ -112,7 +132,9 @@ def main(argv: list[str] | None = None) -> None:
         "--scale-qk", type=float, metavar="F", help="multiply the base's q_proj and k_proj weights by F first "
         "(F < 1 flattens attention: tests whether peaked attention is what blocks learning)"
     )  # fmt: skip
-    parser.add_argument("--set", action="append", default=[], help="a NumberAdapterConfig field, e.g. r=64")
+    parser.add_argument(
+        "--set", action="append", default=[], help="a NumberAdapterConfig field, e.g. r=64 (value: JSON, else text)"
+    )
     parser.add_argument("--points", type=int, default=4, help="evaluations during the run")
     args = parser.parse_args(argv)
 
@@ -123,7 +145,6 @@ def main(argv: list[str] | None = None) -> None:
 
     import numadapter
     from numadapter.app.quickstart import addition_examples
-    from numadapter.app.recipe import parse_overrides
 
     torch.set_num_threads(1)
     datasets.disable_progress_bars()
@@ -140,7 +161,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  layer {layer}: {[round(h, 2) for h in heads]}")
     settings = dict(encoding="fone", int_digits=5, frac_digits=0, r=16, lora_alpha=32, lora_dropout=0.0,
                     target_modules="all-linear")  # fmt: skip
-    settings.update(parse_overrides([f"adapter.{item}" for item in args.set]).get("adapter", {}))  # YAML values
+    settings.update(parse_settings(args.set))
     config = numadapter.NumberAdapterConfig(**settings)
     tokenizer = AutoTokenizer.from_pretrained(path)
     torch.manual_seed(0)

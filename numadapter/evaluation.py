@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
+__all__ = ["AnswerMetrics", "answer_metrics", "generate_answers", "last_number"]
+
 
 def last_number(text: str) -> Decimal | None:
     """The value of the last number `find_numbers` finds in `text` (exact), or None."""

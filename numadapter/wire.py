@@ -34,6 +34,31 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 if TYPE_CHECKING:
     import torch
 
+__all__ = [
+    "DECODER_PREFIX",
+    "FIELDS",
+    "GROUP_FIELD",
+    "IGNORE_INDEX",
+    "INPUT_PREFIX",
+    "LABEL_PREFIX",
+    "NUMBER_KWARGS",
+    "NUMBER_TEXTS",
+    "POSITIONS_FIELD",
+    "PREFIXES",
+    "SIDE_FIELDS",
+    "SPAN_FIELD",
+    "SPARSE_FIELDS",
+    "EncodedNumber",
+    "NumberInputs",
+    "NumberTargets",
+    "check_tokenizer_matches",
+    "dense_rows",
+    "is_sparse",
+    "needed_fields",
+    "sparse_rows",
+    "tokenizer_mismatches",
+]
+
 IGNORE_INDEX = -100  # the label of a position that is not trained (transformers' and torch's convention)
 
 # -- batches and dense rows -------------------------------------------------------------------------------------------

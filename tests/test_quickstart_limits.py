@@ -2,10 +2,25 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from eval_harness.quickstart_limits import _random_base, attention_entropy, scale_query_key
+from eval_harness.quickstart_limits import _random_base, attention_entropy, parse_settings, scale_query_key
+
+
+def test_parse_settings_reads_json_values_and_keeps_other_text():
+    items = ["r=64", "lora_dropout=1e-3", "fone_projection=pad", 'target_modules=["q_proj", "v_proj"]']
+    items.append("use_rslora=true")
+    assert parse_settings(items) == {
+        "r": 64,
+        "lora_dropout": 0.001,
+        "fone_projection": "pad",
+        "target_modules": ["q_proj", "v_proj"],
+        "use_rslora": True,
+    }
+    with pytest.raises(ValueError, match="'r64' must look like name=value"):
+        parse_settings(["r64"])
 
 
 def test_scale_query_key_scales_only_query_and_key_and_flattens_attention(tmp_path):

@@ -58,10 +58,8 @@ def build(hidden: int, layers: int, encoding: str, rank: int, tokenizer_dir: str
     """Tokenizer, NumberTokenizer, base model and number-adapted model (random init, float32, eval mode)."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
+    from numadapter import NumberAdapterConfig, NumberTokenizer, get_peft_model
     from numadapter.app.toy import build_tokenizer
-    from numadapter.config import NumberAdapterConfig
-    from numadapter.mapping import get_peft_model
-    from numadapter.tokenization import NumberTokenizer
 
     tokenizer = build_tokenizer("digits", tokenizer_dir, padding_side="left")
     heads = max(1, hidden // 64)
@@ -84,7 +82,7 @@ def build(hidden: int, layers: int, encoding: str, rank: int, tokenizer_dir: str
 
 
 def _sides(parts: dict[str, Any], prompts: list[str], new_tokens: int) -> dict[str, Any]:
-    from numadapter.generation import generate
+    from numadapter import generate
 
     tokenizer = parts["tokenizer"]
 

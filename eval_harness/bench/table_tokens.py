@@ -9,7 +9,7 @@ offline, so this benchmark counts tokens on a seeded corpus of generated numeric
   named columns drawn per table, each of one kind, as in financial or statistics tables: ``count`` (integer
   0-9999), ``amount`` (thousands separators, 2 decimals, 1.00-9,999,999.99), ``change`` (signed, 1 decimal,
   -99.9-99.9), ``ratio`` (0.000-0.999), ``price`` (2 decimals, 0.01-999.99), ``big`` (integer 10000-99999999);
-- every data cell holds exactly one number as `numadapter.numbers.find_numbers` reads it (header cells are words).
+- every data cell holds exactly one number as `numadapter.find_numbers` reads it (header cells are words).
 
 Three schemes count the tokens of the same tables (no special tokens):
 
@@ -103,7 +103,7 @@ def make_tables(n_tables: int = 200, seed: int = 0) -> list[str]:
 
 def table_places(tables: list[str]) -> tuple[int, int]:
     """``(int_digits, frac_digits)``: the fewest digit places that hold every number of `tables` exactly."""
-    from numadapter.numbers import find_numbers
+    from numadapter import find_numbers
 
     spans = [span for table in tables for span in find_numbers(table)]
     return max([1] + [len(s.exact.int_digits) for s in spans]), max([0] + [len(s.exact.frac_digits) for s in spans])
@@ -112,8 +112,7 @@ def table_places(tables: list[str]) -> tuple[int, int]:
 def build_encoders(workdir: str, sign_policy: str = "text", places: tuple[int, int] = (8, 4)) -> dict[str, Any]:
     """The three encoders (callables like a tokenizer), the FoNE one a `NumberTokenizer` over the digits tokenizer."""
     from eval_harness.methods.models import scratch_tokenizer
-    from numadapter.config import NumberAdapterConfig
-    from numadapter.tokenization import NumberTokenizer
+    from numadapter import NumberAdapterConfig, NumberTokenizer
 
     digits = scratch_tokenizer("digits", f"{workdir}/digits")
     subword = scratch_tokenizer("subword", f"{workdir}/subword")
@@ -141,7 +140,7 @@ def count_tokens(tables: list[str], encoders: dict[str, Any]) -> dict[str, Any]:
         ValueError: a table whose ``[NUM]`` count differs from its number count (a number out of the range of
             ``int_digits`` / ``frac_digits`` stays text).
     """
-    from numadapter.numbers import find_numbers
+    from numadapter import find_numbers
 
     fone = encoders["fone"]
     out: dict[str, Any] = {"numbers": [], "table": {s: [] for s in encoders}, "number": {s: [] for s in encoders}}

@@ -85,9 +85,7 @@ def run(
     """
     from transformers import AutoTokenizer
 
-    from numadapter.config import NumberAdapterConfig
-    from numadapter.numbers import find_numbers
-    from numadapter.tokenization import NumberTokenizer
+    from numadapter import NumberAdapterConfig, NumberTokenizer, find_numbers
 
     texts = make_corpus(n_texts, seed=seed)
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_path) if tokenizer_path else train_tokenizer()

@@ -45,17 +45,15 @@ def build_models(
     import peft
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from numadapter.config import NumberAdapterConfig
-    from numadapter.tuner.patches import resize_embeddings
+    from numadapter import NumberAdapterConfig
 
     torch.manual_seed(0)
     config = LlamaConfig(
-        vocab_size=vocab, hidden_size=hidden, intermediate_size=int(hidden * 8 / 3) // 64 * 64,
+        vocab_size=vocab + 1, hidden_size=hidden, intermediate_size=int(hidden * 8 / 3) // 64 * 64,
         num_hidden_layers=layers, num_attention_heads=max(1, hidden // 64), num_key_value_heads=max(1, hidden // 128),
         tie_word_embeddings=tie, max_position_embeddings=4096,
     )  # fmt: skip
-    base = LlamaForCausalLM(config).to(device=device, dtype=dtype)
-    resize_embeddings(base, vocab + 1)  # every variant gets the same [V + 1, H] embedding
+    base = LlamaForCausalLM(config).to(device=device, dtype=dtype)  # every variant gets the same [V + 1, H] embedding
     lora = dict(r=rank, lora_alpha=2 * rank, target_modules=TARGETS, task_type="CAUSAL_LM")
     tokens = peft.LoraConfig(**lora, trainable_token_indices=[vocab])
     models = {

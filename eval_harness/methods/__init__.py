@@ -2,12 +2,12 @@
 
 A `Method` says which tokenizer a from-scratch model gets, whether training and prediction go through plain
 transformers (``backend="plain"``: token cross-entropy only) or through numadapter's adapter
-(``backend="numadapter"``: `numadapter.mapping.get_peft_model` with a `NumberAdapterConfig`, whose forward adds
+(``backend="numadapter"``: `numadapter.get_peft_model` with a `NumberAdapterConfig`, whose forward adds
 the number-head loss / NTL / the aggregate loss), and how the answer is read off the model (``prediction``):
 
 - ``"generate"``: greedy decoding of the answer tokens until end-of-sequence; the answer is the first number of the
   completion (`eval_harness.metrics.parse_number`). Plain models use ``model.generate``; numadapter models use
-  ``numadapter.generation.generate`` (the product's decode loop).
+  ``numadapter.generate`` (the product's decode loop).
 - ``"fone_head"``: one forward pass over the prompt; the FoNE digit head at the last prompt position (the ``=``,
   whose next token is the answer's [NUM]) gives the answer's digits (argmax per place, FoNE Definition 3.8). This is
   what generation does for a [NUM] answer, minus the steps that cannot change it: the answer is one [NUM] token.

@@ -28,7 +28,7 @@ import torch
 from tqdm.auto import tqdm
 
 from eval_harness.tasks.base import Example
-from numadapter.numbers import find_numbers
+from numadapter import find_numbers
 from numadapter.wire import IGNORE_INDEX
 from numadapter.wire import SIDE_FIELDS as SIDE_KEYS
 

@@ -42,6 +42,8 @@ from typing import Any
 
 PrintFn = Callable[[str], None]
 
+__all__ = ["FULL", "TINY", "TinySpec", "addition_examples", "build_tiny_base", "pretraining_text", "run_quickstart"]
+
 
 def _operand(rng: random.Random, min_digits: int, max_digits: int) -> int:
     digits = rng.randint(min_digits, max_digits)

@@ -29,6 +29,17 @@ from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 TOKENIZER_KINDS = ("digits", "llama3", "t5")
 
+__all__ = [
+    "CONFIGS",
+    "TOKENIZER_KINDS",
+    "WORDS",
+    "TokenizerSpec",
+    "build_tokenizer",
+    "corpus",
+    "random_number",
+    "train_tokenizer",
+]
+
 # Llama 3's pre-tokenizer split pattern (digits in runs of at most 3).
 LLAMA3_SPLIT = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
