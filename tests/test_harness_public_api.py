@@ -39,15 +39,15 @@ def violations(source: str, public: dict[str, frozenset[str]], where: str = "<so
     """Every import of a numadapter module or name in `source` outside `public`, as ``"where:line: what"``.
 
     Checked: ``import numadapter.x`` (x must be a public module), ``from numadapter.x import n`` (n must be in
-    ``numadapter.x.__all__`` or be a public submodule) and attribute chains on a name bound by ``import numadapter``
-    (``numadapter.x.n``: the same rule, applied along the chain).
+    ``numadapter.x.__all__`` or be a public submodule) and attribute chains on a name bound to a public module by
+    either import (``numadapter.x.n``, ``na.n``, ``ntl.n``: the same rule, applied along the chain).
     """
 
     def allowed(module: str, name: str) -> bool:
         return f"{module}.{name}" in public or (module in public and name in public[module])
 
     found: list[tuple[int, str]] = []
-    roots: set[str] = set()  # local names bound to the numadapter package by an ``import``
+    roots: dict[str, str] = {}  # local name -> the public numadapter module an import bound it to
     tree = ast.parse(source)
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -56,14 +56,16 @@ def violations(source: str, public: dict[str, frozenset[str]], where: str = "<so
                     continue
                 if alias.name not in public:
                     found.append((node.lineno, f"import {alias.name}"))
-                elif alias.asname is None or alias.name == ROOT_PACKAGE:
-                    roots.add(alias.asname or ROOT_PACKAGE)
+                else:  # ``import a.b`` binds ``a``; ``import a.b as c`` binds ``c`` to ``a.b``
+                    roots[alias.asname or ROOT_PACKAGE] = alias.name if alias.asname else ROOT_PACKAGE
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             if node.module.split(".")[0] != ROOT_PACKAGE:
                 continue
             for alias in node.names:
                 if not allowed(node.module, alias.name):
                     found.append((node.lineno, f"from {node.module} import {alias.name}"))
+                elif f"{node.module}.{alias.name}" in public:
+                    roots[alias.asname or alias.name] = f"{node.module}.{alias.name}"
     inner_attributes = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
     for node in ast.walk(tree):
         if not isinstance(node, ast.Attribute) or id(node) in inner_attributes:  # whole chains only
@@ -75,7 +77,7 @@ def violations(source: str, public: dict[str, frozenset[str]], where: str = "<so
             inner = inner.value
         if not (isinstance(inner, ast.Name) and inner.id in roots):
             continue
-        module = ROOT_PACKAGE
+        module = roots[inner.id]
         for attr in chain:
             if f"{module}.{attr}" in public:
                 module = f"{module}.{attr}"
@@ -122,6 +124,9 @@ def test_checker_flags_internal_modules_and_names(public):
         numadapter.ntl.NTLoss
         numadapter.config.NumberAdapterConfig
         na.tuner.patches.resize_embeddings(None, 1)
+        import numadapter.ntl as loss
+        loss.fused.cross_entropy_and_ntl
+        ntl.digit_ntl, ntl.module
         """
     )
     assert violations(source, public) == [
@@ -133,6 +138,8 @@ def test_checker_flags_internal_modules_and_names(public):
         "<source>:13: from numadapter.app.recipe import parse_overrides",
         "<source>:17: numadapter.config.NumberAdapterConfig",
         "<source>:18: na.tuner.patches.resize_embeddings",
+        "<source>:20: loss.fused.cross_entropy_and_ntl",
+        "<source>:21: ntl.module",
     ]
 
 
@@ -145,6 +152,9 @@ def test_checker_accepts_public_imports(public):
         from numadapter.app.toy import build_tokenizer
         numadapter.NumberSFTTrainer
         numadapter.wire.IGNORE_INDEX
+        import numadapter.ntl as loss
+        from numadapter import wire as w
+        loss.NTLoss, ntl.digit_ntl, w.dense_rows
         """
     )
     assert violations(source, public) == []
