@@ -103,7 +103,7 @@ def test_qlora_trains_with_number_parts_kept_in_float32(paths, tmp_path):
     from trl import SFTConfig
 
     from numadapter.tokenization import NumberTokenizer
-    from numadapter.trainer import NumberSFTTrainer
+    from numadapter.training.sft import NumberSFTTrainer
 
     model, tokenizer, config = qlora_model(paths)
     args = SFTConfig(

@@ -161,7 +161,8 @@ def train(recipe: Recipe, print_fn: Callable[[str], None] = print) -> dict[str, 
     from numadapter.distributed import partition_at_load, prepare_distributed_state, zero3_enabled
     from numadapter.mapping import get_peft_model
     from numadapter.tokenization import NumberTokenizer
-    from numadapter.trainer import NumberSeq2SeqTrainer, NumberSFTTrainer
+    from numadapter.training.seq2seq import NumberSeq2SeqTrainer
+    from numadapter.training.sft import NumberSFTTrainer
 
     check_model_sources(model_sources(recipe.model), recipe.model.revision)
     training = dict(recipe.training)

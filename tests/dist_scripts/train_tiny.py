@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> None:
     from numadapter.config import NumberAdapterConfig
     from numadapter.mapping import get_peft_model
     from numadapter.tokenization import NumberTokenizer
-    from numadapter.trainer import NumberSFTTrainer
+    from numadapter.training.sft import NumberSFTTrainer
 
     datasets.disable_progress_bars()
 

@@ -58,7 +58,7 @@ def _arm(point: str, out: str, rank: int, run) -> None:
         return run.state.global_step == KILL_STEP
 
     if point == "rng" and rank == 1:
-        import numadapter.safe_checkpoint as safe
+        import numadapter.training.safe_checkpoint as safe
 
         save_state = safe.save_state
 
