@@ -1,5 +1,5 @@
-"""The modules that moved into `numadapter.app`, `numadapter.training` (and `numadapter.evaluation`) still import
-from their old paths.
+"""The modules that moved into `numadapter.app`, `numadapter.training`, `numadapter.integrations` (and
+`numadapter.evaluation`) still import from their old paths.
 
 Each old module is a thin file whose docstring says where the code lives now; importing it gives the moved module
 itself (``numadapter.train`` and ``numadapter.trainer``, which were split, re-export the public names of their parts).
@@ -28,6 +28,9 @@ MOVED = {
     "numadapter.callbacks": "numadapter.training.callbacks",
     "numadapter.safe_checkpoint": "numadapter.training.safe_checkpoint",
     "numadapter.checkpoint_integrity": "numadapter.training.checkpoint_integrity",
+    "numadapter.zero": "numadapter.integrations.deepspeed_zero",
+    "numadapter.distributed": "numadapter.integrations.launch",
+    "numadapter.quantization": "numadapter.integrations.qlora",
 }
 SPLIT = {
     "numadapter.train": ("numadapter.app.commands", "numadapter.evaluation"),

@@ -40,7 +40,7 @@ from trl import SFTConfig, SFTTrainer
 
 from numadapter.collator import NumberDataCollator
 from numadapter.config import NumberAdapterConfig
-from numadapter.quantization import restore_number_precision
+from numadapter.integrations.qlora import restore_number_precision
 from numadapter.tokenization import NumberTokenizer
 from numadapter.training.base import _NumberLossMixin
 from numadapter.training.binding import _bind, _completion_only, _map_datasets

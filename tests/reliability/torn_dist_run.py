@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     torch.set_num_threads(1)
-    from numadapter.distributed import gathered_parameters, load_deepspeed_config, prepare_distributed_state
+    from numadapter.integrations.launch import gathered_parameters, load_deepspeed_config, prepare_distributed_state
 
     ds_config = None
     if args.deepspeed:
