@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Any
 from numadapter.tuner import import_hook
 
 if TYPE_CHECKING:  # what the lazy names resolve to, for type checkers and IDEs
-    from numadapter.callbacks import NumberLossCallback, ntl_loss_func
     from numadapter.collator import NumberDataCollator
     from numadapter.config import NumberAdapterConfig
     from numadapter.data import prepare_dataset
@@ -51,14 +50,16 @@ if TYPE_CHECKING:  # what the lazy names resolve to, for type checkers and IDEs
     from numadapter.ntl import NTLoss
     from numadapter.numbers import ExactNumber, NumberOutOfRangeError, NumberSpan, find_numbers
     from numadapter.tokenization import NumberTokenizer
-    from numadapter.trainer import NumberSeq2SeqTrainer, NumberSFTTrainer
+    from numadapter.training.callbacks import NumberLossCallback, ntl_loss_func
+    from numadapter.training.seq2seq import NumberSeq2SeqTrainer
+    from numadapter.training.sft import NumberSFTTrainer
 
 __version__ = "0.1.0"
 
 # public name -> the module that defines it (imported on first access)
 _LAZY: dict[str, str] = {
-    "NumberLossCallback": "numadapter.callbacks",
-    "ntl_loss_func": "numadapter.callbacks",
+    "NumberLossCallback": "numadapter.training.callbacks",
+    "ntl_loss_func": "numadapter.training.callbacks",
     "NumberDataCollator": "numadapter.collator",
     "NumberAdapterConfig": "numadapter.config",
     "prepare_dataset": "numadapter.data",
@@ -82,8 +83,8 @@ _LAZY: dict[str, str] = {
     "find_numbers": "numadapter.numbers",
     "NumberTokenizer": "numadapter.tokenization",
     "AnswerMetrics": "numadapter.evaluation",
-    "NumberSeq2SeqTrainer": "numadapter.trainer",
-    "NumberSFTTrainer": "numadapter.trainer",
+    "NumberSeq2SeqTrainer": "numadapter.training.seq2seq",
+    "NumberSFTTrainer": "numadapter.training.sft",
 }
 
 __all__ = [

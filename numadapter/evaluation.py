@@ -64,7 +64,7 @@ class AnswerMetrics:
 
     ``generates = True`` tells the trainers to generate (``numadapter.generate``, greedy, the number head decoding
     every number) an answer for each ``prompt`` of the eval set (prompt/completion text) during ``evaluate`` and
-    ``predict``, and to call this with a `numadapter.trainer.NumberEvalPrediction`; the result (``examples``,
+    ``predict``, and to call this with a `numadapter.training.base.NumberEvalPrediction`; the result (``examples``,
     ``answered``, ``exact_match``, ``mae`` of the last number against the ``completion``'s) is logged with the
     eval loss (``eval_exact_match``, ...). ``numadapter eval`` computes its metrics with it too.
 

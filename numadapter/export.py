@@ -216,7 +216,7 @@ def export_merged(
     from safetensors.torch import save_file
 
     from numadapter.export_files import check_export_target, file_listing, staged_directory
-    from numadapter.quantization import quantized_weights
+    from numadapter.integrations.qlora import quantized_weights
 
     tuner, adapter, config = _adapter(model)
     check_tokenizer_matches(number_tokenizer, config, "export_merged")

@@ -26,10 +26,10 @@ import peft
 from torch import nn
 
 from numadapter.config import NumberAdapterConfig
+from numadapter.integrations.deepspeed_zero import matrix_shape
 from numadapter.tuner.patches import base_weight, detect_architecture
 from numadapter.tuner.registration import register
 from numadapter.wire import check_tokenizer_matches
-from numadapter.zero import matrix_shape
 
 DIGITS = "0123456789"
 

@@ -14,7 +14,7 @@ Two more launches run numadapter's own entry point (`numadapter.app.commands.tra
 loading, the loss curve is the one-process one, the saved adapter equals the one-process adapter, records the base's
 real vocabulary size and reloads on a fresh whole base to the logits the DeepSpeed engine computed.
 
-The other tests are fast unit tests of `numadapter.distributed` and of the recipe files; they always run.
+The other tests are fast unit tests of `numadapter.integrations.launch` and of the recipe files; they always run.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import pytest
 import torch
 from launching import failure, launch, tiny_base, torchrun
 
-from numadapter.distributed import (
+from numadapter.integrations.launch import (
     check_deepspeed_config,
     gathered_parameters,
     launch_info,

@@ -213,8 +213,8 @@ def test_qlora_export_dequantises_with_a_memory_warning(store, tmp_path):
     from transformers import LlamaForCausalLM
 
     from numadapter.config import NumberAdapterConfig
+    from numadapter.integrations.qlora import qlora_config, quantized_weights
     from numadapter.mapping import get_peft_model
-    from numadapter.quantization import qlora_config, quantized_weights
     from numadapter.tokenization import NumberTokenizer
 
     def load_4bit():

@@ -66,7 +66,7 @@ def test_names_are_the_objects_of_their_modules_and_submodules_are_attributes():
     import numadapter
     from numadapter.generation import numbers_of
     from numadapter.tokenization import NumberTokenizer
-    from numadapter.trainer import NumberSFTTrainer
+    from numadapter.training.sft import NumberSFTTrainer
 
     assert numadapter.NumberTokenizer is NumberTokenizer and numadapter.NumberSFTTrainer is NumberSFTTrainer
     assert numadapter.generation.numbers_of is numbers_of  # README: `numadapter.generation.numbers_of(output)`

@@ -19,7 +19,7 @@ from numadapter.config import NumberAdapterConfig
 from numadapter.mapping import get_peft_model
 from numadapter.methods import LossInputs, NumberMethod, get_method, known_methods, register_method, unregister_method
 from numadapter.tokenization import NumberTokenizer
-from numadapter.trainer import NumberSFTTrainer
+from numadapter.training.sft import NumberSFTTrainer
 from numadapter.wire import needed_fields
 
 TOY = "signed_digits"

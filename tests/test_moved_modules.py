@@ -1,8 +1,9 @@
-"""The modules that moved into `numadapter.app` (and `numadapter.evaluation`) still import from their old paths.
+"""The modules that moved into `numadapter.app`, `numadapter.training`, `numadapter.integrations` (and
+`numadapter.evaluation`) still import from their old paths.
 
 Each old module is a thin file whose docstring says where the code lives now; importing it gives the moved module
-itself (``numadapter.train``, which was split, re-exports the public names of both halves). ``python -m
-numadapter.cli`` and the console script entry point of ``pyproject.toml`` run the moved `main`.
+itself (``numadapter.train`` and ``numadapter.trainer``, which were split, re-export the public names of their parts).
+``python -m numadapter.cli`` and the console script entry point of ``pyproject.toml`` run the moved `main`.
 """
 
 from __future__ import annotations
@@ -24,8 +25,22 @@ MOVED = {
     "numadapter.quickstart": "numadapter.app.quickstart",
     "numadapter.toy": "numadapter.app.toy",
     "numadapter.hub": "numadapter.app.hub",
+    "numadapter.callbacks": "numadapter.training.callbacks",
+    "numadapter.safe_checkpoint": "numadapter.training.safe_checkpoint",
+    "numadapter.checkpoint_integrity": "numadapter.training.checkpoint_integrity",
+    "numadapter.zero": "numadapter.integrations.deepspeed_zero",
+    "numadapter.distributed": "numadapter.integrations.launch",
+    "numadapter.quantization": "numadapter.integrations.qlora",
 }
-SPLIT = {"numadapter.train": ("numadapter.app.commands", "numadapter.evaluation")}
+SPLIT = {
+    "numadapter.train": ("numadapter.app.commands", "numadapter.evaluation"),
+    "numadapter.trainer": (
+        "numadapter.training.sft",
+        "numadapter.training.seq2seq",
+        "numadapter.training.base",
+        "numadapter.training.packing",
+    ),
+}
 
 
 def source_of(module: str) -> str:
@@ -47,6 +62,10 @@ def test_monkeypatching_the_old_path_reaches_the_moved_module(monkeypatch):
 
     monkeypatch.setattr("numadapter.quickstart.addition_examples", "patched")
     assert quickstart.addition_examples == "patched"
+    from numadapter.training import safe_checkpoint
+
+    monkeypatch.setattr("numadapter.safe_checkpoint.save_state", "patched")
+    assert safe_checkpoint.save_state == "patched"
 
 
 def test_split_train_module_reexports_both_halves():
@@ -62,6 +81,27 @@ def test_split_train_module_reexports_both_halves():
     }  # fmt: skip
     for name in old.__all__:
         assert getattr(old, name) is getattr(commands, name, None) or getattr(old, name) is getattr(evaluation, name)
+
+
+def test_split_trainer_module_reexports_the_trainers_and_packing():
+    import numadapter
+    import numadapter.trainer as old
+
+    docstring = ast.get_docstring(ast.parse(source_of("numadapter.trainer")))
+    for new in SPLIT["numadapter.trainer"]:
+        assert f"`{new}`" in docstring
+    assert set(old.__all__) == {
+        "NumberSFTTrainer", "NumberSeq2SeqTrainer", "NumberEvalPrediction", "NumberPredictionOutput",
+        "GENERATION_OPTIONS", "PACK_COLUMN", "PackedCollator", "pack_examples",
+    }  # fmt: skip
+    homes = [importlib.import_module(name) for name in SPLIT["numadapter.trainer"]]
+    for name in old.__all__:
+        defined = [module for module in homes if name in vars(module)]
+        assert defined and getattr(old, name) is getattr(defined[0], name), name
+    # the lazy public names resolve to the same classes
+    assert numadapter.NumberSFTTrainer is old.NumberSFTTrainer is homes[0].NumberSFTTrainer
+    assert numadapter.NumberSeq2SeqTrainer is old.NumberSeq2SeqTrainer is homes[1].NumberSeq2SeqTrainer
+    assert numadapter.NumberLossCallback is importlib.import_module("numadapter.callbacks").NumberLossCallback
 
 
 def test_console_script_and_old_module_run_the_moved_main():

@@ -16,7 +16,7 @@ from transformers import TrainerCallback, TrainerControl, TrainerState
 from trl import SFTConfig, SFTTrainer
 
 from numadapter.app import toy
-from numadapter.callbacks import NumberLossCallback, ntl_loss_func
+from numadapter.training.callbacks import NumberLossCallback, ntl_loss_func
 
 DIGITS = "0123456789"
 

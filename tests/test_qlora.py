@@ -1,4 +1,5 @@
-"""QLoRA (`numadapter.quantization`): a FoNE adapter on a 4-bit NF4 tiny Llama, trained on CPU (bitsandbytes >= 0.50).
+"""QLoRA (`numadapter.integrations.qlora`): a FoNE adapter on a 4-bit NF4 tiny Llama, trained on CPU (bitsandbytes >=
+0.50).
 
 Checked: the base Linear layers really are 4-bit and LoRA wraps them; the [NUM] rows and the number modules are
 float32 and trainable, before and after training with `NumberSFTTrainer` (whose TRL base casts trainable parameters
@@ -19,8 +20,7 @@ import datasets  # noqa: E402
 from transformers import AutoTokenizer, LlamaForCausalLM  # noqa: E402
 
 from numadapter.config import NumberAdapterConfig  # noqa: E402
-from numadapter.mapping import get_peft_model  # noqa: E402
-from numadapter.quantization import (  # noqa: E402
+from numadapter.integrations.qlora import (  # noqa: E402
     check_number_precision,
     check_zero3_quant_storage,
     number_parameters,
@@ -29,6 +29,7 @@ from numadapter.quantization import (  # noqa: E402
     quantized_weights,
     restore_number_precision,
 )
+from numadapter.mapping import get_peft_model  # noqa: E402
 
 ZERO3 = {"zero_optimization": {"stage": 3, "stage3_gather_16bit_weights_on_model_save": True}}
 
@@ -103,7 +104,7 @@ def test_qlora_trains_with_number_parts_kept_in_float32(paths, tmp_path):
     from trl import SFTConfig
 
     from numadapter.tokenization import NumberTokenizer
-    from numadapter.trainer import NumberSFTTrainer
+    from numadapter.training.sft import NumberSFTTrainer
 
     model, tokenizer, config = qlora_model(paths)
     args = SFTConfig(

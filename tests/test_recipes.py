@@ -104,7 +104,7 @@ def test_recipe_header_says_what_how_and_an_override(path):
 def test_accelerate_configs_load_as_accelerate_configs(path):
     from accelerate.commands.config.config_args import load_config_from_file
 
-    from numadapter.distributed import load_deepspeed_config
+    from numadapter.integrations.launch import load_deepspeed_config
 
     config = load_config_from_file(path)
     assert config.num_processes >= 1

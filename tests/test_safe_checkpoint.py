@@ -1,4 +1,5 @@
-"""numadapter.safe_checkpoint: optimizer / scheduler / scaler / RNG state as safetensors + JSON, restored exactly.
+"""numadapter.training.safe_checkpoint: optimizer / scheduler / scaler / RNG state as safetensors + JSON, restored
+exactly.
 
 The trainer side (a checkpoint directory holds no pickle, resuming reads none and matches the uninterrupted run) is
 tested in tests/test_trainer.py (test_resume_gives_the_same_losses_and_checkpoints_hold_number_modules).
@@ -14,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from numadapter.safe_checkpoint import SafeCheckpointMixin, has_state, load_state, save_state, state_paths
+from numadapter.training.safe_checkpoint import SafeCheckpointMixin, has_state, load_state, save_state, state_paths
 
 
 def same(a, b, path="state") -> None:

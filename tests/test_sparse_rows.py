@@ -18,7 +18,7 @@ from test_collator import TEXT  # random texts of words and numbers (signs, deci
 
 from numadapter.collator import NumberDataCollator
 from numadapter.data import number_groups, prepare_dataset
-from numadapter.trainer import PackedCollator, pack_examples
+from numadapter.training.packing import PackedCollator, pack_examples
 
 CAUSAL = [name for name, case in pc.CASES.items() if not case.get("seq2seq")]
 SEQ2SEQ = [name for name, case in pc.CASES.items() if case.get("seq2seq")]

@@ -23,7 +23,8 @@ import numadapter
 from numadapter.config import NumberAdapterConfig
 from numadapter.mapping import get_peft_model
 from numadapter.tokenization import NumberTokenizer
-from numadapter.trainer import NumberSeq2SeqTrainer, NumberSFTTrainer
+from numadapter.training.seq2seq import NumberSeq2SeqTrainer
+from numadapter.training.sft import NumberSFTTrainer
 from numadapter.tuner.alignment import causal_lm_labels
 from numadapter.tuner.loss import count_aggregate_numbers
 

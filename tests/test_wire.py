@@ -121,12 +121,17 @@ def test_mismatches_list_every_field_with_both_values(store):
 
 def test_the_schema_is_importable_where_it_was():
     import numadapter.answer_format
-    import numadapter.callbacks
     import numadapter.collator
+    import numadapter.training.callbacks
     import numadapter.tuner.alignment
     import numadapter.tuner.side_buffer
 
-    for module in (numadapter.collator, numadapter.answer_format, numadapter.callbacks, numadapter.tuner.alignment):
+    for module in (
+        numadapter.collator,
+        numadapter.answer_format,
+        numadapter.training.callbacks,
+        numadapter.tuner.alignment,
+    ):
         assert module.IGNORE_INDEX == IGNORE_INDEX == -100
     assert numadapter.tuner.side_buffer.NumberInputs is NumberInputs
     assert numadapter.tuner.alignment.NumberTargets is NumberTargets

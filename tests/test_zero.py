@@ -1,4 +1,5 @@
-"""`numadapter.zero`: shapes and ties of parameters that may be DeepSpeed ZeRO-3 partitioned (single process).
+"""`numadapter.integrations.deepspeed_zero`: shapes and ties of parameters that may be DeepSpeed ZeRO-3 partitioned
+(single process).
 
 A ZeRO-3 partitioned parameter is faked here the way DeepSpeed leaves it outside a forward: an empty Parameter
 (shape ``(0,)``) carrying ``ds_id`` and ``ds_shape``. The real thing (a base loaded under ``zero.Init`` by 2
@@ -13,9 +14,15 @@ from torch import nn
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from numadapter.config import NumberAdapterConfig
+from numadapter.integrations.deepspeed_zero import (
+    full_shape,
+    gathered_parameters,
+    is_partitioned,
+    matrix_shape,
+    same_parameter,
+)
 from numadapter.mapping import bind_tokenizer
 from numadapter.tuner.patches import resize_embeddings, same_storage, tied_group
-from numadapter.zero import full_shape, gathered_parameters, is_partitioned, matrix_shape, same_parameter
 
 ROWS, HIDDEN = 684, 16
 

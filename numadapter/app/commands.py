@@ -6,10 +6,10 @@ importing this module stay fast.
 - `load_base_model` / `load_tokenizer`: the base model from a local directory or a hub id (dtype, 4-bit QLoRA).
 - `load_data`: ``datasets`` from local JSONL / CSV / Parquet files, a directory, a hub name, or the synthetic task.
 - `train`: recipe -> ``numadapter.get_peft_model`` -> `NumberSFTTrainer` / `NumberSeq2SeqTrainer` (with DeepSpeed
-  state from `numadapter.distributed.prepare_distributed_state`) -> saved adapter (+ `NumberTokenizer`) -> optional
-  merged export (not under ZeRO-3, where the offline command is printed instead). Under ZeRO-3 the base is loaded
-  partitioned (``zero.Init``) unless accelerate's ``zero3_init_flag`` is false (`distributed.partition_at_load`) or
-  the base is a T5 with an LM head of its own (v1.1 / Flan-T5; transformers would tie it to the embedding).
+  state from `numadapter.integrations.launch.prepare_distributed_state`) -> saved adapter (+ `NumberTokenizer`) ->
+  optional merged export (not under ZeRO-3, where the offline command is printed instead). Under ZeRO-3 the base is
+  loaded partitioned (``zero.Init``) unless accelerate's ``zero3_init_flag`` is false (`launch.partition_at_load`)
+  or the base is a T5 with an LM head of its own (v1.1 / Flan-T5; transformers would tie it to the embedding).
 - `evaluate`: generation on the evaluation set with `numadapter.generate`, scored by `numadapter.evaluation`
   (`answer_metrics`: exact match and mean absolute error of the last number of each answer against the reference's).
 - `export`: `numadapter.export.export_checkpoint` (offline merge of a saved adapter).
@@ -54,7 +54,7 @@ def load_base_model(settings: ModelSettings, seq2seq: bool) -> Any:
         kwargs["attn_implementation"] = settings.attn_implementation
     if not settings.load_in_4bit:
         return auto.from_pretrained(settings.name_or_path, **kwargs)
-    from numadapter.quantization import prepare_qlora_model, qlora_config
+    from numadapter.integrations.qlora import prepare_qlora_model, qlora_config
 
     storage = settings.bnb_4bit_quant_storage
     kwargs["quantization_config"] = qlora_config(
@@ -158,10 +158,11 @@ def train(recipe: Recipe, print_fn: Callable[[str], None] = print) -> dict[str, 
     """
     from transformers import set_seed
 
-    from numadapter.distributed import partition_at_load, prepare_distributed_state, zero3_enabled
+    from numadapter.integrations.launch import partition_at_load, prepare_distributed_state, zero3_enabled
     from numadapter.mapping import get_peft_model
     from numadapter.tokenization import NumberTokenizer
-    from numadapter.trainer import NumberSeq2SeqTrainer, NumberSFTTrainer
+    from numadapter.training.seq2seq import NumberSeq2SeqTrainer
+    from numadapter.training.sft import NumberSFTTrainer
 
     check_model_sources(model_sources(recipe.model), recipe.model.revision)
     training = dict(recipe.training)

@@ -9,7 +9,7 @@ What it does, in order (every model and tokenizer is built locally; nothing is d
    knows the digits and the text format but not the task. It stands in for a pretrained checkpoint (a random base
    would be unfair to LoRA only: its frozen random LM head cannot write digits); ``--model`` uses a real one.
 3. Two adapters fine-tuned the same way (same data, steps, learning rate, LoRA rank and target modules) with
-   `numadapter.trainer.NumberSFTTrainer` on "a + b =" -> " c" with 3-4 digit operands (`addition_examples`):
+   `numadapter.training.sft.NumberSFTTrainer` on "a + b =" -> " c" with 3-4 digit operands (`addition_examples`):
    - FoNE + LoRA: each number is one [NUM] token carrying Fourier features; the digit head writes the answer;
    - LoRA only: numbers stay digit tokens (``NumberAdapterConfig(encoding="digits")`` without [AGG] or NTL, which
      is plain LoRA) and the LM head writes the answer digit by digit.
@@ -225,7 +225,7 @@ def _finetune(
     from numadapter.evaluation import answer_metrics, generate_answers
     from numadapter.mapping import get_peft_model
     from numadapter.tokenization import NumberTokenizer
-    from numadapter.trainer import NumberSFTTrainer
+    from numadapter.training.sft import NumberSFTTrainer
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
     base = AutoModelForCausalLM.from_pretrained(base_path, dtype=torch.float32)

@@ -19,10 +19,10 @@ Relative paths in a recipe (data files, a DeepSpeed JSON) are relative to the di
 ``accelerate launch``: run from the repository root.
 
 The training section is kept as validated keyword arguments and built by `Recipe.training_args` at run time, because
-a DeepSpeed launch must set up its process state (`numadapter.distributed.prepare_distributed_state`) before the
-training arguments exist. `validate_recipe` checks it by building the arguments without the device-dependent
+a DeepSpeed launch must set up its process state (`numadapter.integrations.launch.prepare_distributed_state`) before
+the training arguments exist. `validate_recipe` checks it by building the arguments without the device-dependent
 settings (``bf16``, ``fp16``, ``tf32``, ``deepspeed``, ``use_cpu``), which are type-checked and, for ``deepspeed``,
-validated with `numadapter.distributed.load_deepspeed_config`.
+validated with `numadapter.integrations.launch.load_deepspeed_config`.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ class ModelSettings:
             less base memory than bf16; slower steps. The number modules and [NUM] rows stay float32.
         bnb_4bit_compute_dtype (`str`, defaults to `"bfloat16"`): dtype the 4-bit layers compute in.
         bnb_4bit_quant_storage (`str | None`, defaults to None): storage dtype of the packed 4-bit weights; under
-            DeepSpeed ZeRO-3 it must equal `dtype` (see `numadapter.quantization`).
+            DeepSpeed ZeRO-3 it must equal `dtype` (see `numadapter.integrations.qlora`).
         attn_implementation (`str | None`, defaults to None): `"eager"`, `"sdpa"`, `"flash_attention_2"`, ...
             (None: transformers' default).
         revision (`str | None`, defaults to None): hub revision of the model.
@@ -378,7 +378,8 @@ class Recipe:
         """Builds the ``SFTConfig`` / ``Seq2SeqTrainingArguments`` from `training` plus `overrides`.
 
         Args:
-            **overrides: extra keyword arguments (e.g. from `numadapter.distributed.prepare_distributed_state`).
+            **overrides: extra keyword arguments (e.g. from
+            `numadapter.integrations.launch.prepare_distributed_state`).
         """
         cls = training_class(self.adapter.task_type)
         kwargs = {**self.training, **overrides}
@@ -476,7 +477,7 @@ def validate_recipe(path: str | os.PathLike, overrides: Sequence[str] = ()) -> R
     training = dict(recipe.training)
     deepspeed = training.get("deepspeed")
     if deepspeed is not None:
-        from numadapter.distributed import load_deepspeed_config
+        from numadapter.integrations.launch import load_deepspeed_config
 
         try:
             load_deepspeed_config(deepspeed)

@@ -19,9 +19,9 @@ from numadapter.generation.prompts import PromptBatch
 from numadapter.generation.readout import NumberReader
 from numadapter.generation.sampling import SamplingSettings, TokenChooser
 from numadapter.generation.stopping import RowTracker
+from numadapter.integrations.deepspeed_zero import full_shape
 from numadapter.methods.registry import get_method
 from numadapter.tuner.patches import base_weight
-from numadapter.zero import full_shape
 
 
 def parts_from_tuner(tuner: Any, model: Any = None) -> AdapterParts:

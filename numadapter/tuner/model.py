@@ -5,7 +5,7 @@ On top of `peft.LoraModel` it
 1. binds the adapter to the base model (`_bind`): checks the architecture and task type, re-applies the
    embedding resize recorded in the config (``original_vocab_size`` -> ``resized_vocab_size``; a base of another
    shape is refused with both shapes named), and detects ties by storage; shapes and ties come from DeepSpeed's
-   ``ds_shape`` / ``ds_id`` when the base was loaded ZeRO-3 partitioned (`numadapter.zero`);
+   ``ds_shape`` / ``ds_id`` when the base was loaded ZeRO-3 partitioned (`numadapter.integrations.deepspeed_zero`);
 2. makes the [NUM] / [AGG] embedding rows PEFT trainable tokens (`token_rows`), tied where the weights are tied;
 3. keeps one `NumberModules` (input module + head) per adapter in ``number_modules``, saved with the adapter;
 4. in `forward`, pops the number tensors, validates them against the ids (`inputs`), arms the side buffer and the
@@ -28,6 +28,7 @@ from peft.utils.other import TrainableTokensWrapper
 from torch import nn
 
 from numadapter.config import NumberAdapterConfig
+from numadapter.integrations.deepspeed_zero import matrix_shape
 from numadapter.methods.registry import get_method
 from numadapter.tuner.hooks import number_hooks
 from numadapter.tuner.inputs import plan_causal, plan_seq2seq, pop_number_kwargs
@@ -44,7 +45,6 @@ from numadapter.tuner.patches import (
 from numadapter.tuner.runtime import NumberRuntime
 from numadapter.tuner.side_buffer import SideBuffer
 from numadapter.tuner.token_rows import initial_rows, wrap_number_rows, zero_rows
-from numadapter.zero import matrix_shape
 
 NUMBER_MODULES = "number_modules"
 

@@ -14,10 +14,11 @@ model applies it (docs/DESIGN.md, "Respect each architecture's own scaling"):
   ``encoder`` / ``decoder`` stacks, never by shapes. T5 v1.0 (``scale_decoder_outputs``) multiplies the decoder
   output by ``d_model**-0.5`` before a tied ``lm_head``; the pre-hook captures it after that scaling.
 
-Ties are detected by Parameter identity, ZeRO-3 ``ds_id`` or ``data_ptr()`` (`numadapter.zero.same_parameter`), never
-by ``config.tie_word_embeddings`` (transformers 5 sets that to True for every T5, including v1.1 / Flan-T5
-checkpoints whose ``lm_head`` has its own weights). Shapes come from `numadapter.zero.full_shape` (``ds_shape`` for a
-ZeRO-3 partitioned weight, whose own shape is ``(0,)``).
+Ties are detected by Parameter identity, ZeRO-3 ``ds_id`` or ``data_ptr()``
+(`numadapter.integrations.deepspeed_zero.same_parameter`), never by ``config.tie_word_embeddings`` (transformers 5 sets
+that to True for every T5, including v1.1 / Flan-T5 checkpoints whose ``lm_head`` has its own weights). Shapes come
+from `numadapter.integrations.deepspeed_zero.full_shape` (``ds_shape`` for a ZeRO-3 partitioned weight, whose own shape
+is ``(0,)``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from numadapter.zero import (
+from numadapter.integrations.deepspeed_zero import (
     full_shape,
     gathered_parameters,
     is_partitioned,
@@ -77,8 +78,8 @@ def detect_architecture(model: nn.Module) -> Architecture:
 def same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether two weights are tied: the same Parameter, the same ZeRO-3 ``ds_id``, or the same ``data_ptr()``.
 
-    See `numadapter.zero.same_parameter` (a partitioned or empty weight has ``data_ptr() == 0`` like any other, so
-    storage is compared only for ordinary, non-empty tensors).
+    See `numadapter.integrations.deepspeed_zero.same_parameter` (a partitioned or empty weight has ``data_ptr() == 0``
+    like any other, so storage is compared only for ordinary, non-empty tensors).
     """
     return same_parameter(a, b)
 
@@ -201,7 +202,8 @@ def resize_embeddings(model: nn.Module, new_rows: int) -> None:
     LM head to the embedding (destroying it) in transformers 5; this function swaps in new Parameters for exactly the
     modules that share storage. New rows are zeros (deterministic, so a reload reproduces them bit-exactly; the
     number-token rows are then served by PEFT trainable tokens). Never shrinks. A ZeRO-3 partitioned weight is
-    gathered for the copy, and its replacement is partitioned at once (`numadapter.zero.partition_like`).
+    gathered for the copy, and its replacement is partitioned at once
+    (`numadapter.integrations.deepspeed_zero.partition_like`).
 
     Args:
         model: a transformers model.

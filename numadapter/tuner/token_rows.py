@@ -34,8 +34,8 @@ at 4.47 while every other label went above 0.99). `tests/test_eos_collapse.py` r
 
 ZeRO-3 (docs/DESIGN.md, "ZeRO-3 safe"): the base weight may be partitioned (empty) here, when the base was loaded under
 ``zero.Init``. Every read of it (initial values, PEFT's originals) and the zeroing of the number rows run under
-`numadapter.zero.gathered_parameters`; the new row parameters are ordinary and DeepSpeed partitions them when its
-engine starts.
+`numadapter.integrations.deepspeed_zero.gathered_parameters`; the new row parameters are ordinary and DeepSpeed
+partitions them when its engine starts.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from peft.tuners.trainable_tokens.layer import TrainableTokensLayer
 from peft.utils.other import TrainableTokensWrapper, _set_trainable
 from torch import nn
 
-from numadapter.zero import full_shape, gathered_parameters
+from numadapter.integrations.deepspeed_zero import full_shape, gathered_parameters
 
 
 class NumberTokenRows(TrainableTokensLayer):

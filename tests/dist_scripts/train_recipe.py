@@ -64,8 +64,8 @@ def main(argv: list[str] | None = None) -> None:
 
     import numadapter.app.commands as entry
     from numadapter.app.recipe import build_recipe
-    from numadapter.distributed import load_deepspeed_config
-    from numadapter.trainer import NumberSFTTrainer
+    from numadapter.integrations.launch import load_deepspeed_config
+    from numadapter.training.sft import NumberSFTTrainer
 
     world, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
     os.makedirs(args.out, exist_ok=True)

@@ -74,13 +74,13 @@ def main(argv: list[str] | None = None) -> None:
 
     torch.set_num_threads(1)  # tiny matrices, several processes on few cores
 
-    from numadapter.distributed import gathered_parameters, load_deepspeed_config, prepare_distributed_state
+    from numadapter.integrations.launch import gathered_parameters, load_deepspeed_config, prepare_distributed_state
 
     ds_config = None
     if args.deepspeed:
         ds_config = load_deepspeed_config(args.deepspeed)
         ds_config.setdefault("zero_optimization", {}).update(json.loads(args.ds_set))
-    # before the training arguments: fixes the CPU process state (see numadapter.distributed)
+    # before the training arguments: fixes the CPU process state (see numadapter.integrations.launch)
     overrides = prepare_distributed_state(ds_config)
 
     import datasets
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> None:
     from numadapter.config import NumberAdapterConfig
     from numadapter.mapping import get_peft_model
     from numadapter.tokenization import NumberTokenizer
-    from numadapter.trainer import NumberSFTTrainer
+    from numadapter.training.sft import NumberSFTTrainer
 
     datasets.disable_progress_bars()
 

@@ -12,7 +12,8 @@ from adapter_cases import Case, build, make_batch
 from trl import SFTConfig
 
 from numadapter.data import prepare_dataset
-from numadapter.trainer import NumberSeq2SeqTrainer, NumberSFTTrainer
+from numadapter.training.seq2seq import NumberSeq2SeqTrainer
+from numadapter.training.sft import NumberSFTTrainer
 
 LLAMA = Case("llama", "fone", tie=False)
 

@@ -157,7 +157,7 @@ def test_deepspeed_part_of_a_checkpoint_is_checked(tmp_path):
     and whole torch.save archives."""
     import torch
 
-    from numadapter.checkpoint_integrity import deepspeed_problems
+    from numadapter.training.checkpoint_integrity import deepspeed_problems
 
     tag = tmp_path / "global_step4"
     tag.mkdir()

@@ -20,7 +20,7 @@ import pytest
 from launching import ROOT, launch, tiny_base, torchrun
 from torn_dist_run import KILL_STEP, MAX_STEPS
 
-from numadapter.checkpoint_integrity import MANIFEST, checkpoint_problems
+from numadapter.training.checkpoint_integrity import MANIFEST, checkpoint_problems
 
 HERE = Path(__file__).resolve().parent
 DEEPSPEED = ROOT / "recipes" / "accelerate" / "deepspeed"

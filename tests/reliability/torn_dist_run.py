@@ -58,7 +58,7 @@ def _arm(point: str, out: str, rank: int, run) -> None:
         return run.state.global_step == KILL_STEP
 
     if point == "rng" and rank == 1:
-        import numadapter.safe_checkpoint as safe
+        import numadapter.training.safe_checkpoint as safe
 
         save_state = safe.save_state
 
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     torch.set_num_threads(1)
-    from numadapter.distributed import gathered_parameters, load_deepspeed_config, prepare_distributed_state
+    from numadapter.integrations.launch import gathered_parameters, load_deepspeed_config, prepare_distributed_state
 
     ds_config = None
     if args.deepspeed:

@@ -60,7 +60,7 @@ def main(tokenizer_dir: str, base_dir: str, out_dir: str, point: str) -> None:
     torch.set_num_threads(1)
     run = trainer(tokenizer_dir, base_dir, out_dir)
     if point == "optimizer":
-        import numadapter.safe_checkpoint as safe
+        import numadapter.training.safe_checkpoint as safe
 
         save_state = safe.save_state
 
