@@ -55,6 +55,16 @@ from numadapter.integrations.deepspeed_zero import (
     gathered_parameters as gathered_parameters,  # re-exported: the same helper
 )
 
+__all__ = [
+    "LaunchInfo",
+    "launch_info",
+    "load_deepspeed_config",
+    "check_deepspeed_config",
+    "prepare_distributed_state",
+    "training_overrides",
+    "gathered_parameters",
+]
+
 ZERO_STAGES = (0, 1, 2, 3)
 SAVE_16BIT = "stage3_gather_16bit_weights_on_model_save"
 DEEPSPEED_INSTALL = 'pip install "numadapter[deepspeed]" (deepspeed>=0.19,<0.20 and ninja; CPU runs also need g++)'

@@ -40,6 +40,14 @@ from typing import Any
 import torch
 from torch import nn
 
+__all__ = [
+    "qlora_config",
+    "prepare_qlora_model",
+    "restore_number_precision",
+    "check_number_precision",
+    "check_zero3_quant_storage",
+]
+
 QUANT_TYPES = ("nf4", "fp4")
 STORAGE_DTYPES = (torch.uint8, torch.float16, torch.bfloat16, torch.float32)
 COMPUTE_DTYPES = (torch.float16, torch.bfloat16, torch.float32)

@@ -24,6 +24,8 @@ from numadapter.training.packing import PACK_COLUMN
 from numadapter.tuner.alignment import causal_lm_labels
 from numadapter.tuner.loss import ItemCounts, count_aggregate_numbers
 
+__all__ = ["NumberEvalPrediction", "NumberPredictionOutput"]
+
 
 class NumberEvalPrediction(EvalPrediction):
     """What a generating `compute_metrics` receives: transformers' `EvalPrediction` plus the decoded answers.
