@@ -21,7 +21,7 @@ What it does, in order (every model and tokenizer is built locally; nothing is d
 ``--tiny`` is a smoke run for the test suite (seconds; its numbers mean nothing). The figures printed are whatever
 this run measured; nothing is hard-coded, and the closing remarks (`summary`) are computed from them.
 
-What one run measured here (seed 0, 2000 steps, 198 s in all with two other jobs on the 2 CPU cores): FoNE + LoRA
+What one run measured here (seed 0, 2000 steps, 146 s on idle CPU cores; 198 s next to two other jobs): FoNE + LoRA
 1.0% exact match (mean absolute error 25.5; close answers such as 9341 for 9344), LoRA only 7.5% (error 112.6).
 Every answer ends with EOS and the export gives the same answers. Neither adapter learns exact 3-4 digit addition
 on this 0.17M-parameter pretrained base, and no base pretrained here did in probes (wider ones, LoRA or every weight
