@@ -40,6 +40,10 @@ def test_tiny_quickstart_runs_end_to_end_and_prints_what_it_measured(tmp_path):
         shown = re.findall(r"(\d+\.\d)%", row)
         assert shown == [f"{100 * r.before['exact_match']:.1f}", f"{100 * r.after['exact_match']:.1f}"], row
         assert f"{r.trainable:,}" in row
+    for r in result["results"]:  # the curve: after each quarter of the 4 steps, then the final figure
+        assert [step for step, _ in r.curve] == [1, 2, 3, 4] and r.curve[-1][1] == r.after["exact_match"]
+        for step, em in r.curve[:-1]:
+            assert f"[{r.name}] step {step}: exact match {em:.1%}" in text
     fone, lora = result["results"][1], result["results"][0]
     assert fone.trainable > lora.trainable  # FoNE adds the [NUM] rows and the number modules to the same LoRA
     export = result["export"]
@@ -78,5 +82,13 @@ def test_summary_reads_the_measured_numbers():
     assert "sequences are shorter" not in same[0]  # no speed explanation when it was not faster
     assert lines[1] == "Lower mean absolute error after fine-tuning: FoNE + LoRA."
     assert f"Neither adapter answers most problems exactly after {FULL.finetune_steps} steps on this tiny" in lines[2]
+    assert lines[3].startswith("FoNE + LoRA ends at 1.0% exact match, below the quick start's goal of 95%. What")
     lines = summary([result("LoRA only", 60.0, 0.9, 1.0), result("FoNE + LoRA", 40.0, 0.2, 9.0)], FULL, "m")
-    assert lines[1] == "Lower mean absolute error after fine-tuning: LoRA only." and len(lines) == 2
+    assert lines[1] == "Lower mean absolute error after fine-tuning: LoRA only." and len(lines) == 3
+    fone = result("FoNE + LoRA", 40.0, 0.4, 9.0)
+    fone.curve = [(500, 0.0), (1000, 0.125), (2000, 0.4)]
+    assert (
+        "goal of 95% (after steps 500, 1000, 2000: 0.0% -> 12.5% -> 40.0%)." in summary([fone, fone], FULL, None)[-1]
+    )
+    fone.after["exact_match"] = 0.95  # the goal met: no remark
+    assert not any("goal" in line for line in summary([fone, fone], FULL, None))
