@@ -22,7 +22,8 @@ trainers):
 - before resuming, checks the checkpoint (`checkpoint_problems`) on every process and combines what they found, so
   that every process takes the same decision: ``resume_from_checkpoint=True`` takes the newest checkpoint that is
   complete for every process and warns about each newer incomplete one it skips; a path to an incomplete
-  checkpoint is a `ValueError` that names what is missing or damaged and the last complete checkpoint.
+  checkpoint is a `ValueError` that names what is missing or damaged and the last complete checkpoint;
+- after each checkpoint is in place, deletes the staging directories that killed saves left behind.
 """
 
 from __future__ import annotations
@@ -43,7 +44,25 @@ PARTIAL = ".partial-"
 MANIFEST = "numadapter_checkpoint.json"
 MANIFEST_FORMAT = "numadapter-checkpoint/1"
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+_STAGING = re.compile(r"^\.checkpoint-\d+" + re.escape(PARTIAL))
 ADAPTER_FILES = ("adapter_model.safetensors", "model.safetensors", "adapter_model.bin", "pytorch_model.bin")
+
+
+def remove_stale_staging(run_dir: str) -> list[str]:
+    """Deletes the staging directories (``.checkpoint-N.partial-*``) left in `run_dir` by saves that were killed.
+
+    Called by the main process right after a checkpoint was renamed into place: every process has passed the barrier
+    after writing, so no staging directory of this run is still being written. Other hidden entries are kept.
+
+    Returns:
+        The names removed.
+    """
+    removed = []
+    for name in sorted(os.listdir(run_dir)):
+        if _STAGING.match(name) and os.path.isdir(os.path.join(run_dir, name)):
+            shutil.rmtree(os.path.join(run_dir, name), ignore_errors=True)
+            removed.append(name)
+    return removed
 
 
 def write_manifest(directory: str, world_size: int) -> None:
@@ -266,6 +285,7 @@ class AtomicCheckpointMixin:
                 state.save_to_json(os.path.join(staging, TRAINER_STATE_NAME))
             write_manifest(staging, self.args.world_size)
             replace_directory(staging, final)
+            remove_stale_staging(run_dir)  # those of saves killed earlier (a torn checkpoint is never resumed from)
             rotate_checkpoints(
                 output_dir=run_dir,
                 save_total_limit=self.args.save_total_limit,

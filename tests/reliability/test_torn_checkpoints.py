@@ -68,6 +68,7 @@ def test_killed_during_a_save_resumes_like_an_uninterrupted_run(paths, reference
     names = sorted(os.listdir(out))
     assert "checkpoint-2" in names and f"checkpoint-{KILL_STEP}" not in names, names  # the torn one is hidden
     assert [n for n in names if n.startswith(f".checkpoint-{KILL_STEP}.partial-")], names
+    os.makedirs(os.path.join(out, ".checkpoint-notes"))  # another hidden directory: not a staging one, kept
     run = trainer(*paths, out)
     run.train(resume_from_checkpoint=True)
     resumed, (expected, _) = losses(run), reference
@@ -75,6 +76,8 @@ def test_killed_during_a_save_resumes_like_an_uninterrupted_run(paths, reference
     for step in range(3, MAX_STEPS + 1):  # trained again from checkpoint-2
         assert abs(resumed[step] - expected[step]) <= 1e-6, (step, resumed[step], expected[step])
     assert os.path.isfile(os.path.join(out, f"checkpoint-{KILL_STEP}", "trainer_state.json"))
+    assert not [n for n in os.listdir(out) if ".partial-" in n]  # the killed save's staging directory is gone
+    assert os.path.isdir(os.path.join(out, ".checkpoint-notes"))
 
 
 def torn_copy(reference, tmp_path, damage) -> str:
