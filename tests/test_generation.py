@@ -85,12 +85,13 @@ def encourage_numbers(model, ntok, prompts=PROMPTS[:6], want: int = 2) -> None:
     out = generate(model, ntok, prompts, max_new_tokens=8, return_dict=True)
     common = collections.Counter(t for ids in out.token_ids for t in ids).most_common(1)[0][0]
     row = base_weight(model.base_model.model.get_output_embeddings())[common].clone()
-    for scale in (1.1, 1.25, 1.5, 2.0, 3.0):
+    for scale in (1.1, 1.25, 1.5, 2.0, 3.0, 5.0, 8.0):
         with torch.no_grad():
             output_rows(model)[0] = row * scale
         out = generate(model, ntok, prompts, max_new_tokens=8, return_dict=True)
         if fed_back(out, ntok.num_token_id) >= want:
             return
+    raise AssertionError(f"no scale of the [NUM] output row up to 8 fed back {want} numbers: {out.completions}")
 
 
 def fed_back(out, marker: int) -> int:

@@ -26,9 +26,10 @@ def store(tmp_path_factory) -> Store:
 
 
 def numeric(store, family: str, encoding: str, **overrides):
+    store.base_path(family, False)  # built and cached first: building it draws from the RNG seeded below
     torch.manual_seed(0)  # random LoRA (init_lora_weights=False): the same model whatever ran before
     model, ntok = build(store, family, encoding, torch.float64 if encoding == "xval" else torch.float32, **overrides)
-    encourage_numbers(model, ntok)
+    encourage_numbers(model, ntok, prompts=FOUR)  # the prompts the tests generate from
     return model, ntok
 
 

@@ -19,6 +19,7 @@ Every digit 0-9 is a single token in every kind.
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import string
@@ -183,6 +184,24 @@ def _train_llama3(spec: TokenizerSpec, lines: list[str]) -> Tokenizer:
     return _train_byte_level_bpe(spec, lines, models.BPE(ignore_merges=True), split)
 
 
+def _canonical_unigram_vocab(vocab: list, n_specials: int, lines: list[str]) -> list[list]:
+    """The trained Unigram pieces with scores and order that do not change from one process to the next.
+
+    The `tokenizers` Unigram trainer picks the same pieces every run but breaks ties in hash-map order, so the ids of
+    equally scored pieces (and the scores, by ~0.006) changed between processes, and with them every T5 test model.
+    The specials keep their ids (first); every other piece is scored ``log((count + 1) / (total + pieces))``, its
+    count being its occurrences in the corpus written as the Metaspace pre-tokenizer sees it, and pieces are ordered
+    by score, then text.
+    """
+    text = "".join("\u2581" + word for line in lines for word in line.split())
+    pieces = sorted({piece for piece, _ in vocab[n_specials:]})
+    counts = {piece: text.count(piece) for piece in pieces}
+    total = sum(counts.values()) + len(pieces)
+    scored = [[piece, math.log((counts[piece] + 1) / total)] for piece in pieces]
+    scored.sort(key=lambda item: (-item[1], item[0]))
+    return [list(item) for item in vocab[:n_specials]] + scored
+
+
 def _train_t5(spec: TokenizerSpec, lines: list[str]) -> Tokenizer:
     tok = Tokenizer(models.Unigram())
     tok.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Replace(Regex(" {2,}"), " ")])
@@ -205,6 +224,7 @@ def _train_t5(spec: TokenizerSpec, lines: list[str]) -> Tokenizer:
     for piece in [str(d) for d in range(10)] + ["\u2581" + str(d) for d in range(10)]:
         if piece not in have:
             vocab.append([piece, low])
+    data["model"]["vocab"] = _canonical_unigram_vocab(vocab, len(spec.specials), lines)
     tok = Tokenizer.from_str(json.dumps(data))
     tok.post_processor = processors.TemplateProcessing(
         single=f"$A {spec.eos_token}",
