@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING, Any
 from numadapter.tuner import import_hook
 
 if TYPE_CHECKING:  # what the lazy names resolve to, for type checkers and IDEs
-    from numadapter.collator import NumberDataCollator
     from numadapter.config import NumberAdapterConfig
     from numadapter.data import prepare_dataset
+    from numadapter.data.collator import NumberDataCollator
     from numadapter.encodings import (
         AggregateEmbedding,
         FoNEEmbedding,
@@ -60,7 +60,7 @@ __version__ = "0.1.0"
 _LAZY: dict[str, str] = {
     "NumberLossCallback": "numadapter.training.callbacks",
     "ntl_loss_func": "numadapter.training.callbacks",
-    "NumberDataCollator": "numadapter.collator",
+    "NumberDataCollator": "numadapter.data.collator",
     "NumberAdapterConfig": "numadapter.config",
     "prepare_dataset": "numadapter.data",
     "AggregateEmbedding": "numadapter.encodings",

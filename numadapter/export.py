@@ -355,7 +355,7 @@ def load_exported(
         read_model_config,
     )
     from numadapter.mapping import get_peft_model
-    from numadapter.tokenization import NumberTokenizer
+    from numadapter.tokenization.tokenizer import NumberTokenizer
     from numadapter.tuner.integrity import STAMP, check_stamp
     from numadapter.tuner.number_modules import number_token_ids
 
@@ -436,7 +436,7 @@ def export_checkpoint(
 
     from numadapter.config import NumberAdapterConfig
     from numadapter.export_files import check_export_target
-    from numadapter.tokenization import CONFIG_NAME, NumberTokenizer
+    from numadapter.tokenization.tokenizer import CONFIG_NAME, NumberTokenizer
     from numadapter.tuner.registration import register
 
     register(force=True)

@@ -58,7 +58,7 @@ def bind_tokenizer(config: NumberAdapterConfig, tokenizer: Any, model: nn.Module
     Returns:
         The `NumberTokenizer` (the given one, or a new one around `tokenizer`).
     """
-    from numadapter.tokenization import NumberTokenizer
+    from numadapter.tokenization.tokenizer import NumberTokenizer
 
     ntok = tokenizer if isinstance(tokenizer, NumberTokenizer) else NumberTokenizer(tokenizer, config)
     check_tokenizer_matches(ntok, config, "get_peft_model", "tokenizer")

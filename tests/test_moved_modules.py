@@ -1,5 +1,5 @@
-"""The modules that moved into `numadapter.app`, `numadapter.training`, `numadapter.integrations` (and
-`numadapter.evaluation`) still import from their old paths.
+"""The modules that moved into `numadapter.app`, `numadapter.training`, `numadapter.integrations`,
+`numadapter.tokenization`, `numadapter.data` (and `numadapter.evaluation`) still import from their old paths.
 
 Each old module is a thin file whose docstring says where the code lives now; importing it gives the moved module
 itself (``numadapter.train`` and ``numadapter.trainer``, which were split, re-export the public names of their parts).
@@ -31,6 +31,25 @@ MOVED = {
     "numadapter.zero": "numadapter.integrations.deepspeed_zero",
     "numadapter.distributed": "numadapter.integrations.launch",
     "numadapter.quantization": "numadapter.integrations.qlora",
+    "numadapter.number_encoding": "numadapter.tokenization.encoding",
+    "numadapter.number_decoding": "numadapter.tokenization.decoding",
+    "numadapter.number_notes": "numadapter.tokenization.notes",
+    "numadapter.tokenizer_options": "numadapter.tokenization.options",
+    "numadapter.collator": "numadapter.data.collator",
+    "numadapter.answer_format": "numadapter.data.answer_format",
+    "numadapter.data_checks": "numadapter.data.checks",
+}
+# modules that became packages of the same name: package -> (the module that holds the code now, the names the old
+# module exported, written out here so that a name dropped from the package's __all__ fails)
+BECAME_PACKAGES = {
+    "numadapter.tokenization": (
+        "numadapter.tokenization.tokenizer",
+        {"CONFIG_NAME", "SAVED_FIELDS", "NumberTokenizer", "render_number"},
+    ),
+    "numadapter.data": (
+        "numadapter.data.prepare",
+        {"TOKEN_COLUMNS", "detect_format", "drop_markers", "number_groups", "prepare_dataset", "prepared_features"},
+    ),
 }
 SPLIT = {
     "numadapter.train": ("numadapter.app.commands", "numadapter.evaluation"),
@@ -57,6 +76,50 @@ def test_old_path_is_the_moved_module(old):
     assert docstring.startswith(f"Moved to `{MOVED[old]}`"), docstring
 
 
+@pytest.mark.parametrize("package", sorted(BECAME_PACKAGES))
+def test_module_that_became_a_package_exports_the_same_names(package):
+    home_name, names = BECAME_PACKAGES[package]
+    module, home = importlib.import_module(package), importlib.import_module(home_name)
+    assert Path(module.__file__).name == "__init__.py" and Path(module.__file__).parent.name == package.split(".")[-1]
+    assert set(module.__all__) == names
+    for name in names:
+        assert getattr(module, name) is getattr(home, name), name
+    assert not (ROOT / Path(*package.split("."))).with_suffix(".py").exists()  # no module shadowing the package
+
+
+def test_every_subpackage_goes_into_the_wheel():
+    """pyproject's ``[tool.setuptools.packages.find]`` finds only folders with an ``__init__.py``: every folder of
+    numadapter that holds modules (``tokenization/``, ``data/``, ...) must be one it finds."""
+    from setuptools import find_packages
+
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    include = re.search(r"^\[tool\.setuptools\.packages\.find\]\ninclude = \[([^\]]*)\]", pyproject, re.MULTILINE)
+    assert include is not None, "pyproject.toml lists its packages some other way; update this test"
+    found = set(find_packages(str(ROOT), include=re.findall(r'"([^"]+)"', include.group(1))))
+    folders = {
+        ".".join(path.parent.relative_to(ROOT).parts)
+        for path in (ROOT / "numadapter").rglob("*.py")
+        if "__pycache__" not in path.parts
+    }
+    assert {"numadapter.tokenization", "numadapter.data"} <= folders
+    assert folders <= found, f"folders left out of the wheel: {sorted(folders - found)}"
+
+
+def test_class_paths_recorded_in_committed_results_still_resolve():
+    """eval_harness results record the collator as ``module.Class`` (``numadapter.collator.NumberDataCollator``
+    before it moved); every recorded path must still import to today's class."""
+    import numadapter
+
+    recorded = {
+        found for path in (ROOT / "eval_harness" / "results").rglob("*.json")
+        for found in re.findall(r'"collator": "([\w.]+)"', path.read_text(encoding="utf-8"))
+    }  # fmt: skip
+    assert "numadapter.collator.NumberDataCollator" in recorded  # the committed results were read
+    for dotted in recorded:
+        module, _, name = dotted.rpartition(".")
+        assert getattr(importlib.import_module(module), name) is numadapter.NumberDataCollator, dotted
+
+
 def test_monkeypatching_the_old_path_reaches_the_moved_module(monkeypatch):
     from numadapter.app import quickstart
 
@@ -66,6 +129,10 @@ def test_monkeypatching_the_old_path_reaches_the_moved_module(monkeypatch):
 
     monkeypatch.setattr("numadapter.safe_checkpoint.save_state", "patched")
     assert safe_checkpoint.save_state == "patched"
+    from numadapter.data import collator
+
+    monkeypatch.setattr("numadapter.collator.safe_slice", "patched")
+    assert collator.safe_slice == "patched"
 
 
 def test_split_train_module_reexports_both_halves():

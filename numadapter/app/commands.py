@@ -160,7 +160,7 @@ def train(recipe: Recipe, print_fn: Callable[[str], None] = print) -> dict[str, 
 
     from numadapter.integrations.launch import partition_at_load, prepare_distributed_state, zero3_enabled
     from numadapter.mapping import get_peft_model
-    from numadapter.tokenization import NumberTokenizer
+    from numadapter.tokenization.tokenizer import NumberTokenizer
     from numadapter.training.seq2seq import NumberSeq2SeqTrainer
     from numadapter.training.sft import NumberSFTTrainer
 
@@ -280,7 +280,7 @@ def evaluate(
     else:
         from peft import PeftModel
 
-        from numadapter.tokenization import CONFIG_NAME, NumberTokenizer
+        from numadapter.tokenization.tokenizer import CONFIG_NAME, NumberTokenizer
         from numadapter.tuner.registration import register
 
         register(force=True)

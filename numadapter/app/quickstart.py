@@ -268,7 +268,7 @@ def _finetune(
     from numadapter.config import NumberAdapterConfig
     from numadapter.evaluation import answer_metrics, generate_answers
     from numadapter.mapping import get_peft_model
-    from numadapter.tokenization import NumberTokenizer
+    from numadapter.tokenization.tokenizer import NumberTokenizer
     from numadapter.training.sft import NumberSFTTrainer
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)

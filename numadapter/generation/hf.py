@@ -9,9 +9,9 @@ leave every generated [NUM] undecoded.
 Inputs: ``input_ids`` and ``attention_mask`` with the number tensors of the `NumberTokenizer` batch (``num_mask``,
 ``num_digits``, ``num_sign``, ``num_values``; ``number_texts`` too). Without them (``pipeline("text-generation")``
 passes ids and mask only) the numbers are taken from the tokenizer's note on the ``input_ids`` tensor
-(`numadapter.number_notes`); ids that hold [NUM] / [AGG] with no numbers anywhere are refused. Padding may be left or
-right (each row is re-padded as the loop needs: left for causal LMs, right for the T5 encoder); the mask must be one
-run of ones per row.
+(`numadapter.tokenization.notes`); ids that hold [NUM] / [AGG] with no numbers anywhere are refused. Padding may be
+left or right (each row is re-padded as the loop needs: left for causal LMs, right for the T5 encoder); the mask must
+be one run of ones per row.
 
 Generation settings follow transformers: ``generation_config`` and keyword arguments (``max_new_tokens`` or
 ``max_length``, ``min_new_tokens`` / ``min_length``, ``do_sample``, ``temperature``, ``top_k`` (default 50 when
@@ -23,7 +23,7 @@ Output, as transformers returns it: a LongTensor ``[B * num_return_sequences, L]
 followed by the generated ids, T5: ``decoder_start_token_id`` followed by them; sequences that stop early are padded
 with ``pad_token_id``. The numbers go with it: ``ntok.batch_decode(output)`` renders every [NUM] (prompt and
 generated), and so do ``ntok.decode(output[0])`` and ``ntok.batch_decode(output[:, prompt_len:])`` (the rows of the
-last generate calls are remembered, see `numadapter.number_notes`). `numbers_of(output)` gives the generated
+last generate calls are remembered, see `numadapter.tokenization.notes`). `numbers_of(output)` gives the generated
 numbers and stop reasons.
 
 A numadapter model without a number marker (``encoding="digits"`` without ``aggregate``) writes numbers as digit
@@ -43,8 +43,8 @@ from numadapter.generation.prompts import SIDE_KEYS, PromptBatch, PromptRow, pad
 from numadapter.generation.sampling import sampling_settings
 from numadapter.generation.stopping import RowTracker
 from numadapter.methods.registry import get_method
-from numadapter.number_decoding import render_place_digits
-from numadapter.number_notes import PromptNumbers, SequenceNumbers, note, noted, noted_rows, remember_generation
+from numadapter.tokenization.decoding import render_place_digits
+from numadapter.tokenization.notes import PromptNumbers, SequenceNumbers, note, noted, noted_rows, remember_generation
 from numadapter.tuner.number_modules import marker_token_id
 
 FIX = (
@@ -186,8 +186,8 @@ def _streaming(streamer: Any, start: torch.Tensor, prompt_texts: list[list[str]]
 
     The streamer first gets `start` (``[B, T]``: the prompt ids, or T5's decoder start id), then ``[B]`` per step,
     as transformers' loop gives them. A streamer that decodes (``TextStreamer``) calls ``ntok.decode`` on the ids so
-    far; the rows generated so far are kept among the recent generations (`numadapter.number_notes`), updated each
-    step, so their [NUM] tokens decode to the numbers the head produced.
+    far; the rows generated so far are kept among the recent generations (`numadapter.tokenization.notes`), updated
+    each step, so their [NUM] tokens decode to the numbers the head produced.
     """
     rows = [list(row) for row in start.tolist()]
     live: list[tuple[tuple[int, ...], tuple[str, ...]]] = []
@@ -213,7 +213,7 @@ def _streaming(streamer: Any, start: torch.Tensor, prompt_texts: list[list[str]]
 
 def _number_tokenizer(tokenizer: Any, parts: AdapterParts) -> Any:
     """The ``tokenizer=`` argument when it is a `NumberTokenizer` of this adapter (checked), else None."""
-    from numadapter.tokenization import NumberTokenizer
+    from numadapter.tokenization.tokenizer import NumberTokenizer
     from numadapter.wire import check_tokenizer_matches
 
     if tokenizer is None:
@@ -321,7 +321,7 @@ def _rows(
 ) -> tuple[list[PromptRow], Any]:
     """The unpadded prompt rows of a padded batch (left or right padding), with their number values and texts, and
     the NumberTokenizer of noted rows (None when none was looked up). Without `numbers`, a batch whose rows hold
-    markers is matched to the rows the NumberTokenizer encoded last (`numadapter.number_notes.noted_rows`) or
+    markers is matched to the rows the NumberTokenizer encoded last (`numadapter.tokenization.notes.noted_rows`) or
     refused."""
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)

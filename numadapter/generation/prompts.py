@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from numadapter.tokenization import NumberTokenizer
+from numadapter.tokenization.tokenizer import NumberTokenizer
 from numadapter.wire import SIDE_FIELDS as SIDE_KEYS
 
 

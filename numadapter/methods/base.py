@@ -9,7 +9,7 @@ embedded or predicted, V the vocabulary.
 
 What each caller reads:
 
-- Tokenization / data (`numadapter.tokenization`, `numadapter.data`, `numadapter.collator`): `replaces_numbers`
+- Tokenization / data (`numadapter.tokenization`, `numadapter.data`, `numadapter.data.collator`): `replaces_numbers`
   (one marker token per number, or digit tokens), `marker_field` (which config token is the marker),
   `accepts` (a range check beyond the digit places).
 - The side-tensor schema (`numadapter.wire`): `fields` (the number tensors the modules read besides ``mask``),

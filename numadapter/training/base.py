@@ -14,9 +14,9 @@ from peft import PeftModel
 from transformers import EvalPrediction, TrainerCallback
 from transformers.trainer_utils import EvalLoopOutput, PredictionOutput
 
-from numadapter.collator import CAUSAL_COLUMNS
 from numadapter.config import NumberAdapterConfig
-from numadapter.data import prepare_dataset
+from numadapter.data.collator import CAUSAL_COLUMNS
+from numadapter.data.prepare import prepare_dataset
 from numadapter.methods.registry import get_method
 from numadapter.training.binding import _map_datasets
 from numadapter.training.callbacks import COMPONENTS, LossMeter, eval_prefix

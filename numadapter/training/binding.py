@@ -11,8 +11,8 @@ from typing import Any
 from peft import PeftModel
 
 from numadapter.config import NumberAdapterConfig
-from numadapter.data_checks import first_example
-from numadapter.tokenization import NumberTokenizer
+from numadapter.data.checks import first_example
+from numadapter.tokenization.tokenizer import NumberTokenizer
 from numadapter.wire import check_tokenizer_matches
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from numadapter.collator import GROUP_FIELD
+from numadapter.data.collator import GROUP_FIELD
 
 PACK_COLUMN = "pack"
 

@@ -7,10 +7,10 @@ from typing import Any
 
 from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
 
-from numadapter.collator import SEQ2SEQ_COLUMNS, NumberDataCollator
 from numadapter.config import NumberAdapterConfig
-from numadapter.data import detect_format
-from numadapter.data_checks import first_example
+from numadapter.data.checks import first_example
+from numadapter.data.collator import SEQ2SEQ_COLUMNS, NumberDataCollator
+from numadapter.data.prepare import detect_format
 from numadapter.training.base import _NumberLossMixin
 from numadapter.training.binding import _bind
 from numadapter.training.safe_checkpoint import SafeCheckpointMixin

@@ -3,7 +3,7 @@
 docs/DESIGN.md, "Own the loss path". Both trainers
 
 - tokenize text datasets with the `NumberTokenizer` (`numadapter.data.prepare_dataset`: plain text, prompt-completion,
-  messages) and collate them with `numadapter.collator.NumberDataCollator`, so the number tensors stay aligned
+  messages) and collate them with `numadapter.data.collator.NumberDataCollator`, so the number tensors stay aligned
   through truncation, padding and completion-only masking; TRL's own preparation is skipped (it keeps only
   ``input_ids`` and ``labels``) and ``remove_unused_columns`` keeps the number columns (`_set_signature_columns`);
 - compute the loss from the model's own forward: ``CE + number_loss_weight * head loss (+ ntl_weight * NTL)
@@ -38,10 +38,10 @@ from typing import Any
 import torch
 from trl import SFTConfig, SFTTrainer
 
-from numadapter.collator import NumberDataCollator
 from numadapter.config import NumberAdapterConfig
+from numadapter.data.collator import NumberDataCollator
 from numadapter.integrations.qlora import restore_number_precision
-from numadapter.tokenization import NumberTokenizer
+from numadapter.tokenization.tokenizer import NumberTokenizer
 from numadapter.training.base import _NumberLossMixin
 from numadapter.training.binding import _bind, _completion_only, _map_datasets
 from numadapter.training.packing import PackedCollator, pack_examples
@@ -71,7 +71,7 @@ class NumberSFTTrainer(_NumberLossMixin, SafeCheckpointMixin, SFTTrainer):
         answer_format: ``"sequence"`` (default): the answer is fed and trained token by token, the EOS after it
             too, so the model learns to stop. ``"head"``: an example whose trained part is one number is cut before
             it and the number head at the prompt's last position is trained on it (the FoNE paper's format; the
-            EOS after it is not trained); other examples of the batch stay sequences (`numadapter.answer_format`).
+            EOS after it is not trained); other examples of the batch stay sequences (`numadapter.data.answer_format`).
             Ignored when `data_collator` is given.
         compute_metrics: as in TRL (logits and labels), or one with ``generates = True`` such as
             `numadapter.AnswerMetrics` (exact match and MAE of the answer number): ``evaluate`` / ``predict`` then

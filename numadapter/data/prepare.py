@@ -1,7 +1,7 @@
 """Dataset preparation for the number trainers: text datasets -> token ids + aligned number columns.
 
 `prepare_dataset` accepts the dataset formats TRL accepts and turns each example into per-token columns for
-`numadapter.collator.NumberDataCollator` with one `NumberTokenizer` call per batch:
+`numadapter.data.collator.NumberDataCollator` with one `NumberTokenizer` call per batch:
 
 - language modeling: a ``text`` column (``dataset_text_field``), or ``messages`` (rendered with the tokenizer's chat
   template), or any columns plus a ``formatting_func`` returning the text;
@@ -20,8 +20,8 @@ Output columns: ``input_ids``, the numbers as sparse rows, one entry per number 
 ``[N]``, ``number_spans`` ``[G][2]``), ``completion_mask`` for prompt-completion data, and for seq2seq ``labels``
 with ``labels_number_*`` / ``labels_number_spans``. Only the collator densifies them (`NumberDataCollator`). Like
 TRL, an EOS token is appended to non-conversational causal texts that do not end with one. Truncation
-(``max_length``) uses `numadapter.collator.safe_slice`: a number the cut would split is dropped whole. Examples left
-without a trained token are dropped, as TRL does.
+(``max_length``) uses `numadapter.data.collator.safe_slice`: a number the cut would split is dropped whole.
+Examples left without a trained token are dropped, as TRL does.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from numadapter.collator import safe_slice
-from numadapter.data_checks import first_example, require_examples
+from numadapter.data.checks import first_example, require_examples
+from numadapter.data.collator import safe_slice
 from numadapter.methods.registry import get_method
 from numadapter.numbers import find_numbers
 from numadapter.wire import (

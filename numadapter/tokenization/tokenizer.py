@@ -21,7 +21,7 @@ numbers), then:
 How encoding works (speed: one Rust call per batch): each number (or the position before it, for ``[AGG]``) is
 replaced by the marker string in the text, the whole batch is tokenized by the backend in one call (with its own
 truncation and padding), and the side tensors are filled at the positions of the marker ids
-(`numadapter.number_encoding`). The markers are added as special tokens that never strip or normalise surrounding
+(`numadapter.tokenization.encoding`). The markers are added as special tokens that never strip or normalise surrounding
 whitespace, so the text between numbers is tokenized as it was written and decoding is lossless on a lossless
 (byte-level) base tokenizer.
 
@@ -58,11 +58,11 @@ from transformers import AutoTokenizer, BatchEncoding
 from numadapter.config import NumberAdapterConfig
 from numadapter.methods.base import NumberMethod
 from numadapter.methods.registry import get_method
-from numadapter.number_decoding import NumberDecoding
-from numadapter.number_encoding import ASCII_DIGITS, NumberEncoding
-from numadapter.number_notes import PromptNumbers, note_prompts
 from numadapter.numbers import ExactNumber
-from numadapter.tokenizer_options import TransformersOptions, check_unsupported
+from numadapter.tokenization.decoding import NumberDecoding
+from numadapter.tokenization.encoding import ASCII_DIGITS, NumberEncoding
+from numadapter.tokenization.notes import PromptNumbers, note_prompts
+from numadapter.tokenization.options import TransformersOptions, check_unsupported
 from numadapter.wire import SIDE_FIELDS as SIDE_KEYS
 
 CONFIG_NAME = "number_tokenizer_config.json"
@@ -267,8 +267,9 @@ class NumberTokenizer(NumberEncoding, NumberDecoding, TransformersOptions):
             **unsupported: transformers' other options; a neutral value (``text_pair=None``, ``stride=0``, ...) is
                 accepted, anything else raises a `ValueError` naming it.
 
-        The ``input_ids`` tensor of ``return_tensors="pt"`` is noted with its numbers (`numadapter.number_notes`),
-        so ``model.generate(input_ids=..., attention_mask=...)`` and ``decode`` find them (pipelines pass ids only).
+        The ``input_ids`` tensor of ``return_tensors="pt"`` is noted with its numbers
+        (`numadapter.tokenization.notes`), so ``model.generate(input_ids=..., attention_mask=...)`` and ``decode`` find
+        them (pipelines pass ids only).
 
         Returns:
             A `BatchEncoding` with ``input_ids``, ``attention_mask``, ``num_mask`` [B, T], ``num_digits``

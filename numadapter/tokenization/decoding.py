@@ -1,0 +1,196 @@
+"""Decoding for `NumberTokenizer`: ids (+ the numbers' surface forms or place digits) back to text, losslessly.
+
+`NumberDecoding` is a mixin: the class using it provides ``tokenizer`` (the wrapped fast tokenizer), ``config``
+(`NumberAdapterConfig`) and ``num_token_id`` (None for ``encoding="digits"``, where numbers are ordinary tokens).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from numadapter.numbers import ExactNumber
+from numadapter.tokenization.notes import (
+    PromptNumbers,
+    SequenceNumbers,
+    find_batch_number_texts,
+    find_number_texts,
+    noted,
+)
+
+
+def render_place_digits(digits: Sequence[int], sign: int, config: Any) -> str:
+    """The canonical text of a number given by its place digits ``[P]`` (most significant first) and sign."""
+    exact = ExactNumber.from_place_digits(list(digits), config.int_digits, config.frac_digits, -1 if sign < 0 else 1)
+    return str(exact)
+
+
+class NumberDecoding:
+    """``decode`` / ``batch_decode`` that render each [NUM] from its surface form or its exact place digits."""
+
+    tokenizer: Any
+    config: Any
+    num_token_id: int | None
+
+    def decode(
+        self,
+        encoding_or_ids: Any,
+        number_texts: Sequence[str] | None = None,
+        num_digits: Any = None,
+        num_sign: Any = None,
+        skip_special_tokens: bool = True,
+        clean_up_tokenization_spaces: bool | None = None,
+        **kwargs: Any,
+    ) -> str:
+        """Turns one sequence back into text with its numbers.
+
+        Args:
+            encoding_or_ids: a `BatchEncoding`/dict of one sequence (or a batch of one), or ids (list, 1-D tensor).
+                Side entries (``number_texts``, ``num_digits``, ``num_sign``) are read from it when present.
+            number_texts: the surface form of each [NUM] in order (exact round trip).
+            num_digits: [T, P] place digits aligned with the ids; used when `number_texts` is not given: each
+                [NUM] is rendered canonically from its digits and `num_sign` ([T], default +1).
+            num_sign: [T] signs aligned with the ids.
+            skip_special_tokens: drop bos/eos/pad and the other special tokens (numbers are rendered and [AGG] is
+                dropped either way). With False, special-token strings that were written in the encoded text come
+                back: ``decode(ntok(text, add_special_tokens=False), skip_special_tokens=False) == text``.
+            clean_up_tokenization_spaces, **kwargs: passed to the wrapped tokenizer's ``decode`` (transformers'
+                options, as pipelines pass them).
+
+        Without any of the number arguments, the numbers come from where numadapter noted them
+        (`numadapter.tokenization.notes`): the tensor `NumberTokenizer` returned, the output of ``model.generate``, or
+        a suffix of a row that ``model.generate`` returned recently (``output[0]``, ``output[0, prompt_len:]``).
+
+        Returns:
+            The text.
+
+        Raises:
+            ValueError: the ids hold [NUM] tokens whose numbers are not known.
+        """
+        ids, texts, digits, signs = self._unpack(encoding_or_ids, number_texts, num_digits, num_sign, batched=False)
+        options = _decode_options(skip_special_tokens, clean_up_tokenization_spaces, kwargs)
+        return self._decode_row(ids, texts, digits, signs, options)
+
+    def batch_decode(
+        self,
+        sequences: Any,
+        number_texts: Sequence[Sequence[str]] | None = None,
+        num_digits: Any = None,
+        num_sign: Any = None,
+        skip_special_tokens: bool = True,
+        clean_up_tokenization_spaces: bool | None = None,
+        **kwargs: Any,
+    ) -> list[str]:
+        """`decode` for a batch: a batched `BatchEncoding`/dict, a [B, T] tensor, a list of id lists, or the output
+        of ``model.generate`` (its numbers are rendered)."""
+        ids, texts, digits, signs = self._unpack(sequences, number_texts, num_digits, num_sign, batched=True)
+        options = _decode_options(skip_special_tokens, clean_up_tokenization_spaces, kwargs)
+        if texts is None and digits is None and self.num_token_id is not None:
+            texts = find_batch_number_texts(ids, self.num_token_id)
+        return [
+            self._decode_row(
+                row,
+                None if texts is None else texts[b],
+                None if digits is None else digits[b],
+                None if signs is None else signs[b],
+                options,
+            )
+            for b, row in enumerate(ids)
+        ]
+
+    @staticmethod
+    def _unpack(source, number_texts, num_digits, num_sign, batched: bool):
+        if number_texts is None and num_digits is None:
+            found = noted(source)
+            if found is None and isinstance(source, Mapping):
+                found = noted(source.get("input_ids", source.get("sequences")))
+            if isinstance(found, (SequenceNumbers, PromptNumbers)):
+                number_texts = found.number_texts
+        if isinstance(source, Mapping):
+            number_texts = source.get("number_texts") if number_texts is None else number_texts
+            num_digits = source.get("num_digits") if num_digits is None else num_digits
+            num_sign = source.get("num_sign") if num_sign is None else num_sign
+            source = source["input_ids"] if "input_ids" in source or "sequences" not in source else source["sequences"]
+        ids = source.tolist() if hasattr(source, "tolist") else list(source)
+        nested = bool(ids) and isinstance(ids[0], list)
+        num_digits = num_digits.tolist() if hasattr(num_digits, "tolist") else num_digits
+        num_sign = num_sign.tolist() if hasattr(num_sign, "tolist") else num_sign
+        if batched:
+            if not nested:
+                raise ValueError("batch_decode expects a batch of sequences [B, T]; use decode for one sequence.")
+            return ids, number_texts, num_digits, num_sign
+        if nested:
+            if len(ids) != 1:
+                raise ValueError(f"decode takes one sequence, got a batch of {len(ids)}: use batch_decode.")
+            ids = ids[0]
+            if number_texts is not None and number_texts and not isinstance(number_texts[0], str):
+                number_texts = number_texts[0]
+            num_digits = None if num_digits is None else num_digits[0]
+            num_sign = None if num_sign is None else num_sign[0]
+        return ids, number_texts, num_digits, num_sign
+
+    def _special_ids(self) -> set[int]:
+        ids = set(self.tokenizer.all_special_ids)
+        ids.update(i for i, token in self.tokenizer.added_tokens_decoder.items() if token.special)
+        return ids
+
+    def _number_strings(self, ids: list[int], texts, digits, signs) -> list[str]:
+        positions = [t for t, i in enumerate(ids) if i == self.num_token_id]
+        if texts is not None:
+            texts = list(texts)
+            if len(texts) != len(positions):
+                raise ValueError(
+                    f"The ids hold {len(positions)} {self.config.num_token} tokens but {len(texts)} number_texts were "
+                    "given: pass the number_texts of exactly this sequence (or num_digits instead)."
+                )
+            return texts
+        if not positions:
+            return []
+        if digits is None:
+            texts = find_number_texts(ids, self.num_token_id)
+            if texts is not None:
+                return texts
+            raise ValueError(
+                f"Decoding {len(positions)} {self.config.num_token} tokens needs their numbers: pass number_texts "
+                "(the surface forms) or num_digits (+ num_sign) aligned with the ids, or decode the tensor "
+                "NumberTokenizer or model.generate returned (ntok.batch_decode(output))."
+            )
+        return [render_place_digits(digits[t], 1 if signs is None else int(signs[t]), self.config) for t in positions]
+
+    def _decode_row(self, ids: list[int], texts, digits, signs, options: dict[str, Any]) -> str:
+        ids = [int(i) for i in ids]
+        options = dict(options)
+        skip_special_tokens = options.pop("skip_special_tokens")
+        if self.num_token_id is None:  # digits: numbers are ordinary tokens; [AGG] is a marker, never text
+            agg = getattr(self, "agg_token_id", None)
+            if agg is not None:
+                ids = [i for i in ids if i != agg]
+            return self.tokenizer.decode(ids, skip_special_tokens=skip_special_tokens, **options)
+        numbers = self._number_strings(ids, texts, digits, signs)
+        if skip_special_tokens:
+            special = self._special_ids() - {self.num_token_id}
+            ids = [i for i in ids if i not in special]
+        decoded = self.tokenizer.decode(ids, skip_special_tokens=False, **options)
+        pieces = decoded.split(self.config.num_token)
+        if len(pieces) != len(numbers) + 1:  # ordinary tokens spelled the marker: decode the pieces one by one
+            pieces, current = [], []
+            for i in ids + [self.num_token_id]:
+                if i == self.num_token_id:
+                    pieces.append(self.tokenizer.decode(current, skip_special_tokens=False, **options))
+                    current = []
+                else:
+                    current.append(i)
+        out = [pieces[0]]
+        for number, piece in zip(numbers, pieces[1:]):
+            out.append(number)
+            out.append(piece)
+        return "".join(out)
+
+
+def _decode_options(skip_special_tokens: bool, clean_up_tokenization_spaces: bool | None, kwargs: dict) -> dict:
+    """The options for the wrapped tokenizer's ``decode`` (None values left out, so its defaults apply)."""
+    options = {"skip_special_tokens": bool(skip_special_tokens)}
+    if clean_up_tokenization_spaces is not None:
+        options["clean_up_tokenization_spaces"] = clean_up_tokenization_spaces
+    options.update({key: value for key, value in kwargs.items() if value is not None})
+    return options
