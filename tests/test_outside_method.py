@@ -7,6 +7,7 @@ Every loader needs the method registered first; without it the error names the e
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
@@ -147,12 +148,14 @@ def test_export_and_load_exported_give_the_same_outputs(toy, store, tmp_path):
 
 
 def recipe_file(tmp_path, store, encoding: str = TOY) -> str:
+    base, tokenizer = store.base_path("llama", False, hidden=32), store.tokenizer("digits").name_or_path
     data = {
-        "model": {"name_or_path": store.base_path("llama", False, hidden=32), "dtype": "float32"},
-        "data": {"train": "synthetic:addition"},
+        "model": {"name_or_path": base, "tokenizer": tokenizer, "dtype": "float32"},
+        "data": {"train": "synthetic:addition", "synthetic_examples": 16},
         "adapter": {"encoding": encoding, "int_digits": 4, "frac_digits": 2, "r": 4, "target_modules": ["q_proj"]},
-        "training": {"output_dir": str(tmp_path / "out"), "max_steps": 1},
-    }
+        "training": {"output_dir": str(tmp_path / "out"), "max_steps": 1, "per_device_train_batch_size": 4,
+                     "use_cpu": True, "bf16": False, "report_to": "none"},
+    }  # fmt: skip
     path = tmp_path / "toy.yaml"
     path.write_text(yaml.safe_dump(data))
     return str(path)
@@ -186,6 +189,9 @@ def test_the_cli_imports_the_module_that_registers_the_method(toy, store, tmp_pa
     assert main(["validate", "--import", module, "--config", path]) == 0
     assert f"{os.path.basename(path)}: valid" in capsys.readouterr().out
     assert TOY in known_methods()
+    assert main(["train", "--import", module, "--config", path]) == 0  # one step, the adapter saved
+    saved = json.loads((tmp_path / "out" / "adapter_config.json").read_text())
+    assert saved["encoding"] == TOY and (tmp_path / "out" / "adapter_model.safetensors").is_file()
     sys.modules.pop(module, None)
     assert main(["validate", "--import", "no_such_module_xyz", "--config", path]) == 2
     assert "--import no_such_module_xyz" in capsys.readouterr().err
