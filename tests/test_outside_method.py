@@ -164,6 +164,10 @@ def recipe_file(tmp_path, store, encoding: str = TOY) -> str:
 def test_a_recipe_names_a_registered_encoding(toy, store, tmp_path):
     recipe = load_recipe(recipe_file(tmp_path, store))
     assert recipe.adapter.encoding == TOY and recipe.adapter.int_digits == 4
+    with pytest.raises(RecipeError, match=rf"one of \['fone', 'xval', 'digits', '{TOY}'\], got 'words'"):
+        load_recipe(recipe_file(tmp_path, store, encoding="words"))  # the registered name is listed too
+    with pytest.raises(ValueError, match=rf"one of \['fone', 'xval', 'digits', '{TOY}'\], got 'words'"):
+        NumberAdapterConfig(encoding="words")
     unregistered()
     known = r"\['fone', 'xval', 'digits'\]"
     message = rf"toy.yaml: `adapter.encoding` must be one of {known}, got '{TOY}'.*register_method.*--import MODULE"
