@@ -17,7 +17,6 @@ from peft import LoraConfig
 from numadapter.methods.registry import BUILTIN, get_method, known_methods, unknown_encoding_message
 from numadapter.tuner.peft_type import config_peft_type
 
-ENCODINGS = ("fone", "xval", "digits")  # the built-in encodings; more with numadapter.methods.register_method
 FONE_PROJECTIONS = ("linear", "pad")
 FONE_HEAD_INPUTS = ("linear", "slice")
 FONE_HEAD_TARGETS = ("digit", "feature")
@@ -83,7 +82,9 @@ class NumberAdapterConfig(LoraConfig):
             embedding carries Fourier features, decoded by a per-digit head (FoNE paper). `"xval"`: one [NUM]
             token whose embedding carries the (normalised) value, decoded by a regression head (xVal paper).
             `"digits"`: numbers stay ordinary digit tokens, one token per digit, optionally preceded by an [AGG]
-            token (digit-aggregation paper); trained with the LM head plus NTL / the aggregate loss.
+            token (digit-aggregation paper); trained with the LM head plus NTL / the aggregate loss. Any other name
+            registered with `numadapter.methods.register_method` is accepted too (the annotation is `str`, not a
+            `Literal`, for that reason); an unknown one raises a `ValueError` listing the known ones.
         int_digits (`int`, defaults to 8): digit places before the decimal point (FoNE's m). Numbers needing
             more places are out of range (see `out_of_range`).
         frac_digits (`int`, defaults to 4): digit places after the decimal point (FoNE's n).
@@ -192,9 +193,9 @@ class NumberAdapterConfig(LoraConfig):
     """
 
     # -- encoding ------------------------------------------------------------------------------------------------
-    encoding: Literal["fone", "xval", "digits"] = field(
+    encoding: str = field(  # not a Literal: methods registered from outside are encodings too
         default="fone",
-        metadata={"help": "How numbers reach the model.", "choices": list(ENCODINGS)},
+        metadata={"help": "How numbers reach the model: 'fone', 'xval', 'digits' or a registered method."},
     )
     int_digits: int = field(default=8, metadata={"help": "Digit places before the decimal point (FoNE's m)."})
     frac_digits: int = field(default=4, metadata={"help": "Digit places after the decimal point (FoNE's n)."})

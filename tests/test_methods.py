@@ -2,7 +2,9 @@
 
 The toy method "signed_digits" is not part of numadapter: each number becomes one [NUM] whose embedding gets a
 linear map of its place digits and sign added, and a one-output linear head regresses the value scaled by
-10^-int_digits. If adding it needed any change inside numadapter, this file could not exist.
+10^-int_digits; generation reads the value back rounded to ``frac_digits`` places. If adding it needed any change
+inside numadapter, this file could not exist. `tests/test_outside_method.py` takes the same method through saving,
+loading, generation, export and recipes.
 """
 
 from __future__ import annotations
@@ -17,7 +19,15 @@ from torch import nn
 
 from numadapter.config import NumberAdapterConfig
 from numadapter.mapping import get_peft_model
-from numadapter.methods import LossInputs, NumberMethod, get_method, known_methods, register_method, unregister_method
+from numadapter.methods import (
+    HeadReading,
+    LossInputs,
+    NumberMethod,
+    get_method,
+    known_methods,
+    register_method,
+    unregister_method,
+)
 from numadapter.tokenization import NumberTokenizer
 from numadapter.training.sft import NumberSFTTrainer
 from numadapter.wire import needed_fields
@@ -38,17 +48,60 @@ class SignedDigitsEmbedding(nn.Module):
         return torch.where(num_mask.bool().unsqueeze(-1), mixed, embeds)
 
 
+class SignedDigitsHead(nn.Module):
+    """One linear output: hidden ``[..., H]`` -> the value scaled by ``10^-int_digits``, ``[..., 1]``."""
+
+    def __init__(self, hidden: int, int_digits: int) -> None:
+        super().__init__()
+        self.linear = nn.Linear(hidden, 1)
+        self.scale = 10.0**int_digits  # a plain number, not a weight: it comes from the config
+
+    def forward(self, hidden):
+        return self.linear(hidden)
+
+
+def place_digits(magnitude: float, int_digits: int, frac_digits: int) -> list[int]:
+    """The ``int_digits + frac_digits`` place digits of ``|x| < 10^int_digits``, most significant first."""
+    units = round(abs(magnitude) * 10**frac_digits)
+    return [int(d) for d in str(units).zfill(int_digits + frac_digits)[-(int_digits + frac_digits) :]]
+
+
 class SignedDigitsMethod(NumberMethod):
-    """The toy method: digits and sign in, the scaled value out (squared error)."""
+    """The toy method: digits and sign in, the scaled value out (squared error), read back to frac_digits places."""
 
     def fields(self, config):
         return ("digits", "sign", "values")
 
     def build_modules(self, config, hidden_size, model_config):
-        return SignedDigitsEmbedding(config.num_places, hidden_size), nn.Linear(hidden_size, 1)
+        return SignedDigitsEmbedding(config.num_places, hidden_size), SignedDigitsHead(hidden_size, config.int_digits)
 
     def head_outputs(self, head, hidden):
         return head(hidden.float()).squeeze(-1)  # (...) scaled values
+
+    def report(self, head, outputs):
+        return {"number_values": outputs.double() * head.scale}  # (...) values
+
+    def predict(self, config, head, outputs):
+        limit = 10.0**config.int_digits - 10.0**-config.frac_digits
+        values = torch.cat([out[:, -1] for out in outputs]).double() * head.scale  # (N,)
+        values = (values * 10**config.frac_digits).round().div(10**config.frac_digits).clamp(-limit, limit)
+        digits = torch.tensor(
+            [place_digits(v, config.int_digits, config.frac_digits) for v in values.tolist()],
+            dtype=torch.long,
+            device=values.device,
+        ).view(len(values), config.num_places)  # (N, P)
+        return HeadReading(digits=digits, sign=torch.where(values < 0, -1, 1), values=values)
+
+    def read_numbers(self, config, head, digits, signs, values):
+        from numadapter.generation.readout import GeneratedNumber
+
+        out = []
+        for row, sign in zip(digits, signs):
+            whole = "".join(map(str, row[: config.int_digits])).lstrip("0") or "0"
+            frac = "".join(map(str, row[config.int_digits :])).rstrip("0")
+            text = ("-" if sign < 0 else "") + whole + ("." + frac if frac else "")
+            out.append(GeneratedNumber(value=float(text), text=text))
+        return out
 
     def head_loss(self, inputs: LossInputs):
         b, t = inputs.plan.target_index
@@ -116,7 +169,7 @@ def test_a_toy_method_from_outside_trains_one_step(toy, store, tmp_path):
     torch.manual_seed(0)
     model = get_peft_model(base, config, tokenizer=tokenizer)
     modules = model.base_model.number_modules["default"]
-    assert isinstance(modules.embedding, SignedDigitsEmbedding) and isinstance(modules.head, nn.Linear)
+    assert isinstance(modules.embedding, SignedDigitsEmbedding) and isinstance(modules.head, SignedDigitsHead)
     ntok = NumberTokenizer(tokenizer, config)
     assert ntok.num_token_id == config.num_token_id is not None
 

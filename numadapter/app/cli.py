@@ -19,6 +19,10 @@ Commands (``numadapter COMMAND --help`` shows each one's options):
         what NumberTokenizer does to numbers in text, on a small local tokenizer (seconds, no model).
 
 Heavy imports happen inside the commands so `numadapter --help` stays fast.
+
+``train``, ``validate``, ``eval`` and ``export`` take ``--import MODULE`` (repeatable): the modules are imported
+before anything else, so a number method registered there (`numadapter.methods.register_method`) can be named by a
+recipe's ``adapter.encoding`` or be the encoding of a saved adapter.
 """
 
 from __future__ import annotations
@@ -31,6 +35,10 @@ from collections.abc import Sequence
 DEMO_TEXT = (
     "Invoice 2024-117: 12,345.67 dollars for 3 pallets of 1,250 kg, paid at 6.5% interest; "
     "Avogadro's number is 6.02214076e23 and 123456789012345678901234567890 has 30 digits."
+)
+IMPORT_HELP = (
+    "a Python module to import first (repeatable), e.g. one that registers a number method with "
+    "numadapter.methods.register_method so that its encoding name can be used"
 )
 OVERRIDES_HELP = "recipe overrides section.key=value, e.g. training.max_steps=10 adapter.r=8 (values parsed as YAML)"
 
@@ -65,6 +73,7 @@ def make_parser() -> argparse.ArgumentParser:
             name, help=text, description=f"{text[0].upper()}{text[1:]} (recipes/<family>/*.yaml)."
         )
         command.add_argument("--config", required=True, help="the recipe YAML file")
+        add_import_option(command)
         command.add_argument("overrides", nargs="*", metavar="section.key=value", help=OVERRIDES_HELP)
 
     ev = sub.add_parser(
@@ -78,6 +87,7 @@ def make_parser() -> argparse.ArgumentParser:
     which = ev.add_mutually_exclusive_group()
     which.add_argument("--adapter", default=None, help="a saved adapter directory (default: training.output_dir)")
     which.add_argument("--exported", default=None, help="an export directory (numadapter export)")
+    add_import_option(ev)
     ev.add_argument("overrides", nargs="*", metavar="section.key=value", help=OVERRIDES_HELP)
 
     ex = sub.add_parser(
@@ -92,6 +102,7 @@ def make_parser() -> argparse.ArgumentParser:
     ex.add_argument("--base", default=None, help="base model directory / hub id (default: from adapter_config.json)")
     ex.add_argument("--tokenizer", default=None, help="NumberTokenizer directory (default: the adapter directory)")
     ex.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"], help="export dtype")
+    add_import_option(ex)
 
     tour_cmd = sub.add_parser(
         "tour",
@@ -101,6 +112,25 @@ def make_parser() -> argparse.ArgumentParser:
     tour_cmd.add_argument("--out", default=None, help="directory for the local tokenizer (default: a temporary one)")
     tour_cmd.add_argument("--text", default=DEMO_TEXT, help="the text to show (default: a number-heavy sentence)")
     return parser
+
+
+def add_import_option(command: argparse.ArgumentParser) -> None:
+    """Adds ``--import MODULE`` (repeatable) to a command that reads a recipe or a saved adapter."""
+    command.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE", help=IMPORT_HELP)
+
+
+def import_modules(names: Sequence[str]) -> None:
+    """Imports the ``--import`` modules; `FileNotFoundError` (exit status 2) naming one that cannot be found."""
+    import importlib
+
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            raise FileNotFoundError(
+                f"--import {name}: {exc}; give an importable module name (on PYTHONPATH or installed), as for "
+                "`python -c 'import MODULE'`."
+            ) from exc
 
 
 def tour(text: str = DEMO_TEXT, out: str | None = None, print_fn=print) -> dict[str, int]:
@@ -193,6 +223,7 @@ def close_process_group() -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    import_modules(getattr(args, "imports", ()))
     if args.command == "tour":
         tour(text=args.text, out=args.out)
     elif args.command == "quickstart":

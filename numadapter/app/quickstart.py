@@ -459,14 +459,14 @@ def _run(model: str | None, out: str | None, spec: TinySpec, seed: int, print_fn
             f" {len(train_rows)} training problems, {len(eval_rows)} held-out ones."
         )
         results = []
-        fone = None
+        models = {}  # encoding -> (trained model, its NumberTokenizer)
         for name, encoding in (("LoRA only", "digits"), ("FoNE + LoRA", "fone")):
             trained, ntok, result = _finetune(
                 name, encoding, base_path, tokenizer_path, train_rows, eval_rows, spec, root, seed, print_fn
             )
             results.append(result)
-            if encoding == "fone":
-                fone = (trained, ntok)
+            models[encoding] = (trained, ntok)
+        fone = models["fone"]
         print_table(results, print_fn)
         print_fn(
             "(exact match: share of held-out problems answered exactly; mean abs error over the problems answered "

@@ -39,6 +39,7 @@ from enum import Enum
 from typing import Any
 
 from numadapter.config import NumberAdapterConfig
+from numadapter.methods.registry import known_methods, unknown_encoding_message
 
 SECTIONS = ("model", "data", "adapter", "training", "eval", "export")
 DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16")
@@ -429,6 +430,9 @@ def build_recipe(data: Mapping[str, Any], source: str | None = None) -> Recipe:
     adapter_values = check_section("adapter", data["adapter"], NumberAdapterConfig)
     task_type = adapter_values.setdefault("task_type", "CAUSAL_LM")
     _choice("adapter", "task_type", task_type, TASK_TYPES)
+    encoding = adapter_values.get("encoding", NumberAdapterConfig.encoding)
+    if encoding not in known_methods():  # built-in or registered (numadapter.methods.register_method, CLI --import)
+        raise RecipeError(unknown_encoding_message(encoding, field="adapter.encoding"))
     adapter = NumberAdapterConfig(**adapter_values)
     training = check_section("training", data["training"], training_class(task_type))
     return Recipe(adapter=adapter, training=training, source=source, **settings)

@@ -76,11 +76,18 @@ def unregister_method(name: str) -> None:
     del _registered[name]
 
 
-def unknown_encoding_message(name: object) -> str:
-    """The error text for an encoding no method is registered under (the config's `_choice` style)."""
+def unknown_encoding_message(name: object, field: str = "encoding") -> str:
+    """The error text for an encoding no method is registered under (the config's `_choice` style); `field` is
+    how the caller names the setting (``"adapter.encoding"`` in a recipe).
+
+    The same text serves every place that meets the name: building a config, loading a saved adapter, tokenizer or
+    export, and a recipe; so it says when the registration must happen and how the command line gets one.
+    """
     return (
-        f"`encoding` must be one of {list(known_methods())}, got {name!r}: use one of them, or register a number "
-        "method under that name first (numadapter.methods.register_method(name, method))."
+        f"`{field}` must be one of {list(known_methods())}, got {name!r}: use one of them, or register a number "
+        "method under that name (numadapter.methods.register_method(name, method)) before building, loading or "
+        "exporting anything that uses it; for the numadapter command line, pass --import MODULE with the module that "
+        "registers it."
     )
 
 
