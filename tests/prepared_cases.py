@@ -2,7 +2,7 @@
 ``prepare_dataset`` (one number row per token), kept so that today's collator can be checked against them.
 
 ``dense_rows.json`` holds the rows; ``t5_tokenizer/`` the T5 tokenizer they were made with (the toy T5 tokenizer's
-Unigram training is not deterministic, so it is stored; the other toy tokenizers are rebuilt).
+ids changed from process to process then, so it is stored; the other toy tokenizers are rebuilt).
 
 Each case names the tokenizer kind, the number settings, the `prepare_dataset` arguments and the rows. The fixture
 holds, per case, the prepared rows exactly as the dense version wrote them (``input_ids``, ``num_mask``,
@@ -78,6 +78,15 @@ CASES: dict[str, dict] = {
         "prepare": {"max_target_length": 8},
     },
 }
+
+# Cases whose 0.1.0 rows no longer show what this version prepares, and cannot be rebuilt from them by hand.
+RETIRED = {
+    # 0.1.0 put [AGG] in language-modeling text, whose every digit is trained, so it leaked them; such data now gets
+    # no [AGG] (numadapter.data.prepare.trains_every_token), and the 10-token cut of a row with three [AGG] fewer
+    # keeps tokens that 0.1.0's row never held. test_collator's every-token test covers the case instead.
+    "text_truncated_digits_aggregate",
+}
+COMPARED = {name: case for name, case in CASES.items() if name not in RETIRED}
 
 
 @functools.cache

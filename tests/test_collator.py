@@ -132,6 +132,27 @@ def test_aggregate_marks_the_prompts_numbers_not_the_completions():
     assert tokens(ntok, seq2seq["labels"]) == ["<s>", "1", "5"]
 
 
+def test_data_that_trains_every_token_gets_no_marker_and_says_so():
+    """Language-modeling text (and prompt/completion with completion_only_loss=False) trains every number's digits,
+    so an [AGG] before any of them would leak them: none is written, and a warning says aggregate has no effect."""
+    ntok = make("digits", "digits", aggregate=True)
+    agg = ntok.agg_token_id
+    with pytest.warns(UserWarning, match=r"'text' data trains every token .* no \[AGG\]"):
+        (text,) = prepared(ntok, [{"text": "aa 1234 bb -5 cc"}])
+    assert tokens(ntok, text["input_ids"]) == [
+        "<s>", "a", "a", "\u0120", "1", "2", "3", "4", "\u0120b", "b", "\u0120-", "5", "\u0120c", "c", "</s>"
+    ]  # fmt: skip
+    assert text["number_positions"] == [] and len(text["number_spans"]) == 2  # the digit runs stay numbers
+    with pytest.warns(UserWarning, match="completion_only_loss=False"):
+        (full,) = prepared(ntok, [{"prompt": "12+3=", "completion": "15"}], completion_only_loss=False)
+    assert tokens(ntok, full["input_ids"]) == ["<s>", "1", "2", "+", "3", "=", "1", "5", "</s>"]
+    assert full["completion_mask"] == [0] * 6 + [1] * 3  # the boundary moved with the dropped prompt markers
+    (kept,) = prepared(ntok, [{"prompt": "12+3=", "completion": "15"}])  # the default: the prompt's stay
+    assert kept["input_ids"].count(agg) == 2
+    batch = NumberDataCollator.from_tokenizer(ntok, completion_only_loss=False)([full])
+    assert agg not in batch["input_ids"][0].tolist() and not batch["num_mask"].any()
+
+
 def test_messages_use_the_chat_template():
     ntok = make("digits", "fone")
     ntok.tokenizer.chat_template = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
@@ -188,7 +209,8 @@ def test_seq2seq_messages_target_the_last_assistant_message():
 
 def test_truncation_drops_a_cut_digits_number_whole():
     ntok = make("digits", "digits", aggregate=True)
-    (example,) = prepared(ntok, [{"text": "aa 1234 bb -5 cc"}])
+    # the numbers in a prompt, where they keep their [AGG] (language-modeling text trains them: no [AGG])
+    (example,) = prepared(ntok, [{"prompt": "aa 1234 bb -5 cc", "completion": ""}])
     names = tokens(ntok, example["input_ids"])
     assert names[:10] == ["<s>", "a", "a", "\u0120", "[AGG]", "1", "2", "3", "4", "\u0120b"]
     collate = NumberDataCollator.from_tokenizer(ntok, max_length=7)  # would keep "[AGG] 1 2": the number goes

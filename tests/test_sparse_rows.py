@@ -20,9 +20,9 @@ from numadapter.collator import NumberDataCollator
 from numadapter.data import number_groups, prepare_dataset
 from numadapter.training.packing import PackedCollator, pack_examples
 
-CAUSAL = [name for name, case in pc.CASES.items() if not case.get("seq2seq")]
-SEQ2SEQ = [name for name, case in pc.CASES.items() if case.get("seq2seq")]
-HEAD = [name for name in CAUSAL if pc.CASES[name]["settings"]["encoding"] != "digits"]
+CAUSAL = [name for name, case in pc.COMPARED.items() if not case.get("seq2seq")]
+SEQ2SEQ = [name for name, case in pc.COMPARED.items() if case.get("seq2seq")]
+HEAD = [name for name in CAUSAL if pc.COMPARED[name]["settings"]["encoding"] != "digits"]
 DENSE_KEYS = ("num_mask", "num_digits", "num_sign", "num_values", "number_group")
 
 
@@ -55,7 +55,7 @@ def assert_same(got, want) -> None:
         assert torch.equal(got[key], want[key]), key
 
 
-@pytest.mark.parametrize("name", list(pc.CASES))
+@pytest.mark.parametrize("name", list(pc.COMPARED))
 def test_the_sparse_rows_hold_the_dense_rows_ids_and_one_entry_per_number(name):
     for new, old in zip(sparse(name), fixture()[name], strict=True):
         if old.get("cut_before_more"):  # see prepared_cases.load_fixture: compare what 0.1.0's row shows
@@ -172,11 +172,13 @@ def test_bad_sparse_rows_are_refused():
 
 # -- property: random texts, sparse prepared rows vs NumberTokenizer's own dense rows ------------------------------
 def tokenizer_rows(ntok, text: str) -> dict:
-    """The dense row of `text` as 0.1.0 prepared it without EOS: the tokenizer's columns plus `number_groups`."""
+    """The dense row of `text` as 0.1.0 prepared it without EOS: the tokenizer's columns plus `number_groups`; less
+    its [AGG] tokens (and their entries), which language-modeling data no longer gets (every digit is trained)."""
     enc = ntok(text)
     row = {key: enc[key] for key in ("input_ids", "num_mask", "num_digits", "num_sign", "num_values")}
     row["number_group"] = number_groups(ntok, text, enc["input_ids"], enc["number_texts"])
-    return row
+    keep = [t for t, i in enumerate(row["input_ids"]) if i != ntok.agg_token_id]
+    return {key: [column[t] for t in keep] for key, column in row.items()}
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -10,7 +10,9 @@
   completion continues ("Total: 12" + "34") belongs to the completion. With ``digits`` + ``aggregate`` the
   completion's numbers are written without their [AGG] token (`drop_markers`), as the model writes them: an [AGG]
   is the aggregate of the digits after it, so one before a trained answer would feed the answer to the model, and
-  generation never emits it (only the prompt's numbers carry [AGG]; the digit-aggregation paper marks input numbers);
+  generation never emits it (only the prompt's numbers carry [AGG]; the digit-aggregation paper marks input numbers).
+  Data that trains every token (language modeling, or ``completion_only_loss=False``) therefore gets no [AGG] at
+  all, with a warning;
 - sequence-to-sequence (``seq2seq=True``, T5): ``prompt`` -> ``input_ids``, ``completion`` -> ``labels`` (or
   ``messages`` whose last message, the assistant's, is the target and the rest the source, via the chat template);
   the target's numbers carry no [AGG], as above.
@@ -26,6 +28,7 @@ Examples left without a trained token are dropped, as TRL does.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -198,7 +201,31 @@ def _chat(tokenizer: Any, messages: list, generation_prompt: bool = False) -> st
     return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt)
 
 
-def _causal_batch(batch: dict[str, list], tokenizer: Any, fmt: str, field: str, add_eos: bool) -> dict[str, list]:
+def trains_every_token(fmt: str, seq2seq: bool, completion_only_loss: bool) -> bool:
+    """Whether every input token of a causal example of format `fmt` is also a label (so no number is input only)."""
+    if seq2seq:
+        return False
+    return fmt in ("text", "messages") or (fmt.startswith("prompt_completion") and not completion_only_loss)
+
+
+def warn_unused_markers(tokenizer: Any, fmt: str) -> None:
+    """Says that [AGG] is left out of data that trains every token (see `_causal_batch`), when aggregate is on."""
+    if tokenizer.agg_token_id is None:
+        return
+    warnings.warn(
+        f"aggregate=True puts [AGG] only before numbers whose digits are not trained: its embedding aggregates the "
+        f"digits after it, so before a trained number it would hand the model the digits it must predict. This "
+        f"{fmt!r} data trains every token (language modeling, or completion_only_loss=False), so its numbers get no "
+        "[AGG] and aggregate has no effect on it. To train with [AGG], give prompt/completion data with "
+        "completion_only_loss=True: the prompt's numbers carry it.",
+        stacklevel=3,
+    )
+
+
+def _causal_batch(
+    batch: dict[str, list], tokenizer: Any, fmt: str, field: str, add_eos: bool, every_token: bool = False
+) -> dict[str, list]:
+    """Encodes one batch of causal examples; with `every_token` (all tokens trained) no number keeps an [AGG]."""
     n = len(next(iter(batch.values())))
     places = tokenizer.config.num_places
     prompts = None
@@ -219,10 +246,14 @@ def _causal_batch(batch: dict[str, list], tokenizer: Any, fmt: str, field: str, 
     if prompt_rows is not None:
         out["completion_mask"] = []
     eos = tokenizer.eos_token_id if add_eos and fmt in ("text", "prompt_completion") else None
+    marker = tokenizer.agg_token_id
     for i, rows in enumerate(full_rows):
-        if prompt_rows is not None:
-            start = _prefix_length(prompt_rows[i], rows)
-            drop_markers(rows, start, tokenizer.agg_token_id)
+        start = _prefix_length(prompt_rows[i], rows) if prompt_rows is not None else 0
+        if every_token:  # the prompt's markers go too: the completion then starts that many tokens earlier
+            start -= rows["input_ids"][:start].count(marker) if marker is not None else 0
+            drop_markers(rows, 0, marker)
+        else:
+            drop_markers(rows, start, marker)
         _append_eos(rows, eos, places)
         stored = {"input_ids": rows["input_ids"], **sparse_rows(rows)}
         for key in TOKEN_COLUMNS:
@@ -331,7 +362,8 @@ def prepare_dataset(
         max_length: truncate ``input_ids`` and its columns (numbers are never split; see `safe_slice`).
         truncation_mode: ``"keep_start"`` or ``"keep_end"``.
         max_target_length: truncate T5 labels (keep_start).
-        completion_only_loss: prompt-completion data: drop examples whose completion was truncated away.
+        completion_only_loss: prompt-completion data: drop examples whose completion was truncated away. False
+            (the prompt trained too) also leaves the prompt's numbers without [AGG], as language-modeling data.
         num_proc: processes for `Dataset.map` (ignored for an `IterableDataset`).
         batch_size: examples per tokenizer call.
 
@@ -354,7 +386,11 @@ def prepare_dataset(
     if seq2seq:
         dataset = dataset.map(_seq2seq_batch, fn_kwargs={"tokenizer": tokenizer, "fmt": fmt}, **kwargs)
     else:
-        fn_kwargs = {"tokenizer": tokenizer, "fmt": fmt, "field": dataset_text_field, "add_eos": add_eos}
+        every_token = trains_every_token(fmt, seq2seq, completion_only_loss)
+        if every_token:
+            warn_unused_markers(tokenizer, fmt)
+        fn_kwargs = {"tokenizer": tokenizer, "fmt": fmt, "field": dataset_text_field, "add_eos": add_eos,
+                     "every_token": every_token}  # fmt: skip
         dataset = dataset.map(_causal_batch, fn_kwargs=fn_kwargs, **kwargs)
     if max_length is not None or max_target_length is not None:
         config = tokenizer.config
