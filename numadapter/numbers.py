@@ -40,7 +40,7 @@ Rules (choices marked *arbitrary* could reasonably have gone the other way; they
   common in number-heavy text): ``H2O`` gives 2, ``3rd`` gives 3, ``COVID-19`` gives 19.
 - **Symbols.** Currency and percent signs are never part of a span: ``$5``, ``12%``, ``€3.50``.
 
-Documented outcomes (input -> spans as ``text=value``; each row is a test in ``tests/test_numbers.py``):
+Documented outcomes (input -> spans as ``text=value``; each row is a test in ``tests/numadapter/test_numbers.py``):
 
 =========================  ==================================================  ==================================
 input                      spans                                               why

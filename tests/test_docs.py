@@ -13,8 +13,8 @@ import re
 from pathlib import Path
 
 import pytest
+from helpers.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 SCANNED = ("numadapter", "eval_harness", "tests", "recipes", "scripts")
 SUFFIXES = {".py", ".md", ".yaml", ".yml", ".txt", ".toml", ".sh"}

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import torch
+from helpers.paths import ROOT
 
 from numadapter.app.toy import build_tokenizer
 from numadapter.generation import numbers_of
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = ROOT / "README.md"
 
 
 def _python_blocks() -> list[str]:

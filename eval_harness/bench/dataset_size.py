@@ -7,7 +7,7 @@ task's digit places). "sparse" is what `prepare_dataset` stores (`numadapter.wir
 ``number_digits`` ``[N, P]`` int8, ...); "dense" is the same rows in numadapter 0.1.0's per-token form
 (``num_mask``, ``num_digits`` ``[T, P]``, ``num_sign``, ``num_values``, ``number_group``, with the types `datasets`
 infers for them, as 0.1.0 wrote them), rebuilt by the collator's own densification (`numadapter.wire.dense_rows`),
-which gives both forms the same batches (``tests/test_sparse_rows.py``).
+which gives both forms the same batches (``tests/numadapter/data/test_sparse_rows.py``).
 
 Sizes: the bytes of the Arrow table (``Dataset.data.nbytes``), of ``Dataset.save_to_disk``, and of the number columns
 alone (Arrow), per method, each with the dense / sparse ratio. Besides the numbers, ``completion_mask`` is stored as

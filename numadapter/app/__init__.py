@@ -10,8 +10,8 @@
 - `toy`: small local tokenizers and a corpus with numbers, trained offline, shared by the demo, the benchmarks and
   the tests.
 
-The library (every other module of `numadapter`) never imports this package (``tests/test_import_graph.py``). The
-old module paths (``numadapter.cli``, ``numadapter.recipe``, ``numadapter.train``, ``numadapter.quickstart``,
-``numadapter.toy``, ``numadapter.hub``) still import, as thin modules that point here. This file imports nothing,
-so ``numadapter --help`` stays light.
+The library (every other module of `numadapter`) never imports this package
+(``tests/numadapter/test_import_graph.py``). The old module paths (``numadapter.cli``, ``numadapter.recipe``,
+``numadapter.train``, ``numadapter.quickstart``, ``numadapter.toy``, ``numadapter.hub``) still import, as thin modules
+that point here. This file imports nothing, so ``numadapter --help`` stays light.
 """

@@ -1,9 +1,10 @@
 """Trains a tiny FoNE Llama through numadapter's own entry point (`numadapter.app.commands.train`, i.e.
 ``numadapter train``).
 
-Used by ``tests/test_distributed.py`` to check the ZeRO-3 path real large models take: under ``torchrun`` with a
-ZeRO-3 DeepSpeed config, `numadapter.app.commands.train` builds the training arguments first, so ``from_pretrained``
-loads the base *partitioned* (``deepspeed.zero.Init``), and the adapter is bound, trained and saved on top of it:
+Used by ``tests/numadapter/integrations/test_distributed.py`` to check the ZeRO-3 path real large models take: under
+``torchrun`` with a ZeRO-3 DeepSpeed config, `numadapter.app.commands.train` builds the training arguments first, so
+``from_pretrained`` loads the base *partitioned* (``deepspeed.zero.Init``), and the adapter is bound, trained and saved
+on top of it:
 
     # one process (the reference)
     python tests/dist_scripts/train_recipe.py --base DIR --out OUT
@@ -11,7 +12,7 @@ loads the base *partitioned* (``deepspeed.zero.Init``), and the adapter is bound
     torchrun --nproc_per_node 2 tests/dist_scripts/train_recipe.py --base DIR --out OUT \\
         --deepspeed recipes/accelerate/deepspeed/zero3.json
 
-``--base DIR`` must hold ``tok/`` and ``model/`` (e.g. from `tests/tiny.py`). Every process writes to ``OUT``:
+``--base DIR`` must hold ``tok/`` and ``model/`` (e.g. from `tests/helpers/tiny.py`). Every process writes to ``OUT``:
 
 - ``rank{r}.json``: the world sizes, the Trainer's logged losses, and how the base looked right after
   ``from_pretrained`` (``load``: the input embedding's ``numel()``, ``ds_shape`` and ``ds_status``, and how many

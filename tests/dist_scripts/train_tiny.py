@@ -1,6 +1,7 @@
 """Trains a tiny numadapter Llama for a few steps, alone or under torchrun (DDP / DeepSpeed ZeRO-2 / ZeRO-3).
 
-Used by ``tests/test_distributed.py``; also a minimal example of a distributed numadapter training script:
+Used by ``tests/numadapter/integrations/test_distributed.py``; also a minimal example of a distributed numadapter
+training script:
 
     # one process
     python tests/dist_scripts/train_tiny.py --base DIR --out OUT
@@ -9,8 +10,8 @@ Used by ``tests/test_distributed.py``; also a minimal example of a distributed n
     # the same through accelerate (CPU or GPU; never with --cpu)
     accelerate launch --config_file recipes/accelerate/zero3.yaml tests/dist_scripts/train_tiny.py --base DIR --out OUT
 
-``--base DIR`` must hold ``tok/`` (a tokenizer) and ``model/`` (a Llama), e.g. from `tests/tiny.py`. Every process
-writes to ``OUT``:
+``--base DIR`` must hold ``tok/`` (a tokenizer) and ``model/`` (a Llama), e.g. from `tests/helpers/tiny.py`. Every
+process writes to ``OUT``:
 
 - ``rank{r}.json``: the world size accelerate and torch.distributed report, the per-step loss this rank computed
   (``local_losses``, scaled by the Trainer as it is for backward), the Trainer's logged losses (averaged over ranks),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from adapter_cases import Case, Store, build
+from helpers.adapter_cases import Case, Store, build
 
 
 @pytest.fixture(scope="session")

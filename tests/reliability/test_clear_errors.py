@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from adapter_cases import Case, build
+from helpers.adapter_cases import Case, build
 
 from numadapter import NumberTokenizer
 from numadapter.tokenization import CONFIG_NAME

@@ -8,7 +8,7 @@ from decimal import Decimal
 import peft
 import pytest
 import torch
-from adapter_cases import Case
+from helpers.adapter_cases import Case
 
 from numadapter import NumberAdapterConfig, fone_decode, fone_features
 

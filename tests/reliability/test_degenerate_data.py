@@ -8,7 +8,7 @@ import math
 import datasets
 import pytest
 import torch
-from adapter_cases import Case, build, make_batch
+from helpers.adapter_cases import Case, build, make_batch
 from trl import SFTConfig
 
 from numadapter.data import prepare_dataset

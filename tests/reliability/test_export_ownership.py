@@ -9,7 +9,7 @@ import os
 import peft
 import pytest
 import torch
-from adapter_cases import Case, build, make_batch
+from helpers.adapter_cases import Case, build, make_batch
 
 from numadapter.export import NUMBER_CONFIG_NAME, export_merged, load_exported
 

@@ -12,9 +12,9 @@ import sys
 from collections.abc import Iterator
 
 import pytest
-from torn_run import KILL_STEP, MAX_STEPS, losses, trainer
+from helpers.paths import ROOT, TESTS
+from reliability.torn_run import KILL_STEP, MAX_STEPS, losses, trainer
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -31,7 +31,7 @@ POINTS = ("optimizer", "rename")
 def launched(paths, tmp_path_factory) -> Iterator[dict[str, tuple[str, subprocess.Popen]]]:
     """Point -> (run directory, process) of a run that kills itself with SIGKILL at that point of writing
     checkpoint-4; started at once, so they run while the reference run trains."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, "tests"), HERE]), HF_HUB_OFFLINE="1")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(TESTS), HERE]), HF_HUB_OFFLINE="1")
     runs = {}
     for point in POINTS:
         out = str(tmp_path_factory.mktemp(f"killed-{point}") / "out")

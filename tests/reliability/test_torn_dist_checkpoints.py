@@ -17,8 +17,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from launching import ROOT, launch, tiny_base, torchrun
-from torn_dist_run import KILL_STEP, MAX_STEPS
+from helpers.launching import ROOT, launch, tiny_base, torchrun
+from helpers.paths import DIST_SCRIPTS
+from reliability.torn_dist_run import KILL_STEP, MAX_STEPS
 
 from numadapter.training.checkpoint_integrity import MANIFEST, checkpoint_problems
 
@@ -47,7 +48,7 @@ class Launches:
             pytest.importorskip("deepspeed", reason="DeepSpeed runs need: pip install 'numadapter[deepspeed]'")
         command = [*torchrun(2), str(HERE / "torn_dist_run.py"), "--base", str(self.base)]
         command += ["--out", str(self.root / name), *CONFIGS[name][0], *mode]
-        return launch(command, TIMEOUT_S, paths=(ROOT / "tests" / "dist_scripts",))
+        return launch(command, TIMEOUT_S, paths=(DIST_SCRIPTS,))
 
     def killed(self, name: str) -> Path:
         if (name, "killed") not in self.done:

@@ -4,9 +4,9 @@ resumed. Run by ``tests/reliability/test_torn_dist_checkpoints.py``::
     python -m torch.distributed.run --nproc_per_node 2 torn_dist_run.py --base DIR --out OUT \
         [--deepspeed FILE [--ds-set JSON]] (--kill POINT | --resume)
 
-``--base DIR`` holds ``tok/`` and ``model/`` (from `tests/tiny.py`). The run trains `MAX_STEPS` steps with a global
-batch of 4 and a checkpoint every `SAVE_STEPS` steps into ``OUT/run``. With ``--kill POINT`` one process kills itself
-with SIGKILL while checkpoint-`KILL_STEP` is being written (torchrun then stops the other one), at POINT:
+``--base DIR`` holds ``tok/`` and ``model/`` (from `tests/helpers/tiny.py`). The run trains `MAX_STEPS` steps with a
+global batch of 4 and a checkpoint every `SAVE_STEPS` steps into ``OUT/run``. With ``--kill POINT`` one process kills
+itself with SIGKILL while checkpoint-`KILL_STEP` is being written (torchrun then stops the other one), at POINT:
 
 - ``rng``: process 1, when it starts writing its RNG state (process 0 has written the adapter and the optimizer);
 - ``deepspeed``: process 1, when DeepSpeed starts writing its optimizer partition (``zero_pp_rank_1_*``);

@@ -19,8 +19,8 @@ Limitations: "it may not be compatible with decimals"). It sees only the digit s
 - The auxiliary loss (`aggregate_aux_loss`) works on runs of digit tokens in the labels, and "." ends a run, so
   "12.5" is scored as two numbers, "12" and "5", while [AGG] treats it as one three-digit number.
 
-Both are pinned by tests (``tests/test_aggregate.py``); use FoNE or xVal where decimals must be told apart by one
-token.
+Both are pinned by tests (``tests/numadapter/methods/aggregate/test_aggregate.py``); use FoNE or xVal where decimals
+must be told apart by one token.
 """
 
 from __future__ import annotations

@@ -1,0 +1,154 @@
+"""The import graph of a Python package, read with ``ast`` (nothing is imported), and its cycles.
+
+`import_graph` lists, for every module of a package, the modules of the same package it imports: module-level and
+function-level imports alike, absolute and relative. ``from pkg.sub import name`` counts as an import of
+``pkg.sub.name`` when that is a module of the package, else of ``pkg.sub``. Parent packages that Python initialises
+on the way (``pkg`` for ``import pkg.sub``) are not edges: they are always run first, so they cannot make a cycle
+that fails. Imports under ``if TYPE_CHECKING:`` are left out, since they never run.
+
+`find_cycles` returns the strongly connected components of more than one module (and modules importing
+themselves), each as a sorted list of module names: an empty result means the graph has no cycle.
+Used by ``tests/numadapter/test_import_graph.py``.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+
+def module_names(root: Path, package: str) -> dict[str, Path]:
+    """Every module of the package in directory `root` (named `package`): dotted name -> file.
+
+    ``pkg/__init__.py`` is ``pkg``; ``pkg/sub/mod.py`` is ``pkg.sub.mod``.
+    """
+    modules: dict[str, Path] = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = [package, *path.relative_to(root).with_suffix("").parts]
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        modules[".".join(parts)] = path
+    return modules
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _import_nodes(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement in `tree` at any depth, except under ``if TYPE_CHECKING:``."""
+    found: list[ast.Import | ast.ImportFrom] = []
+    stack: list[ast.AST] = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append(node)
+            continue
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            stack.extend(node.orelse)
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def _resolve(name: str, modules: dict[str, Path]) -> str | None:
+    """The longest prefix of dotted `name` that is a module of the package, or None."""
+    parts = name.split(".")
+    for end in range(len(parts), 0, -1):
+        candidate = ".".join(parts[:end])
+        if candidate in modules:
+            return candidate
+    return None
+
+
+def imports_of(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The package's modules that `module` (its source at `path`) imports."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    targets: set[str] = set()
+    for node in _import_nodes(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            if node.level:
+                base_parts = package.split(".")
+                if node.level - 1 > len(base_parts) - 1:
+                    raise ValueError(f"{path}:{node.lineno}: relative import beyond the top-level package")
+                base = ".".join(base_parts[: len(base_parts) - (node.level - 1)])
+                source = f"{base}.{node.module}" if node.module else base
+            else:
+                source = node.module or ""
+            names = [f"{source}.{alias.name}" for alias in node.names if alias.name != "*"] or [source]
+            names = [name if name in modules else source for name in names]
+        for name in names:
+            target = _resolve(name, modules)
+            if target is not None:
+                targets.add(target)
+    return targets
+
+
+def import_graph(root: Path, package: str) -> dict[str, set[str]]:
+    """Module -> the package's modules it imports, for the package in directory `root` named `package`."""
+    modules = module_names(root, package)
+    return {module: imports_of(module, path, modules) for module, path in modules.items()}
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import cycles of `graph`: strongly connected components with a cycle, each sorted, in sorted order.
+
+    Tarjan's algorithm, iterative (no recursion limit on deep packages).
+    """
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+    counter = 0
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work: list[tuple[str, list[str]]] = [(start, sorted(graph.get(start, ())))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, pending = work[-1]
+            if pending:
+                child = pending.pop(0)
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, sorted(graph.get(child, ()))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1 or node in graph.get(node, ()):
+                    cycles.append(sorted(component))
+    return sorted(cycles)
+
+
+def importers_of(graph: dict[str, set[str]], target: str) -> dict[str, set[str]]:
+    """The modules importing `target` or one of its submodules: module -> the imported modules."""
+    found: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        hits = {t for t in targets if t == target or t.startswith(target + ".")}
+        if hits:
+            found[module] = hits
+    return found

@@ -1,0 +1,201 @@
+"""An encoding registered from outside the package goes the whole product path: save and load (PEFT and
+`AutoPeftModelForCausalLM`), `numadapter.generate` and ``model.generate``, merged export and reload, recipes and the
+CLI. The toy method is `helpers.toy_method.SignedDigitsMethod` ("signed_digits"); nothing here changes numadapter.
+
+Every loader needs the method registered first; without it the error names the encoding and the fix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+import torch
+import yaml
+from helpers.adapter_cases import Store
+from helpers.generation_cases import PROMPTS, encourage_numbers, fed_back
+from helpers.toy_method import TOY, SignedDigitsMethod
+from peft import AutoPeftModelForCausalLM, PeftModel
+
+from numadapter.app.cli import main
+from numadapter.app.recipe import RecipeError, load_recipe
+from numadapter.config import NumberAdapterConfig
+from numadapter.export import export_merged, load_exported
+from numadapter.generation import generate
+from numadapter.generation.hf import numbers_of
+from numadapter.mapping import get_peft_model
+from numadapter.methods import known_methods, register_method, unregister_method
+from numadapter.tokenization import NumberTokenizer
+
+SETTINGS = dict(encoding=TOY, int_digits=4, frac_digits=2, r=4, lora_alpha=8, lora_dropout=0.0,
+                target_modules=["q_proj", "v_proj"], init_lora_weights=False)  # fmt: skip
+TEXTS = ["It is 12.5 and 7.", "Add 3 to 40 =", "no numbers here"]
+HEAD_VALUE = 12.5  # the toy head is set to a constant output: it reads back as this number
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Store:
+    return Store(str(tmp_path_factory.mktemp("outside")))
+
+
+@pytest.fixture
+def toy():
+    method = register_method(TOY, SignedDigitsMethod(), replace=True)
+    yield method
+    if TOY in known_methods():
+        unregister_method(TOY)
+
+
+def unregistered():
+    """Unregisters the toy method; the caller re-registers it (the `toy` fixture tolerates both)."""
+    unregister_method(TOY)
+    assert TOY not in known_methods()
+
+
+def build(store: Store, constant_head: bool = False):
+    """A toy-method model (random LoRA, number modules moved off their init) and its `NumberTokenizer`."""
+    torch.manual_seed(0)
+    tokenizer = store.tokenizer("digits")
+    model = get_peft_model(store.base("llama", tie=False, hidden=32), NumberAdapterConfig(**SETTINGS),
+                           tokenizer=tokenizer).eval()  # fmt: skip
+    modules = model.base_model.number_modules["default"]
+    with torch.no_grad():
+        for param in modules.parameters():
+            param.add_(torch.randn_like(param) * 0.1)
+        if constant_head:  # head output = HEAD_VALUE / 10^int_digits whatever the hidden state
+            modules.head.linear.weight.zero_()
+            modules.head.linear.bias.fill_(HEAD_VALUE / 10 ** SETTINGS["int_digits"])
+    return model, NumberTokenizer(tokenizer, model.peft_config["default"])
+
+
+def outputs(model, ntok) -> tuple[torch.Tensor, torch.Tensor]:
+    """Logits ``[B, T, V]`` and the toy head's values ``[B, T]`` on `TEXTS`."""
+    batch = ntok(TEXTS, padding=True, return_tensors="pt")
+    batch.pop("number_texts", None)
+    with torch.no_grad():
+        out = model(**batch)
+    return out.logits, out.number_values
+
+
+def test_save_and_load_give_the_same_outputs(toy, store, tmp_path):
+    model, ntok = build(store)
+    logits, values = outputs(model, ntok)
+    assert values.abs().sum() > 0 and values.dtype == torch.float64  # the toy head's report reached the output
+    model.save_pretrained(tmp_path / "adapter")
+    ntok.save_pretrained(tmp_path / "adapter")
+
+    loaded = PeftModel.from_pretrained(store.base("llama", tie=False, hidden=32), tmp_path / "adapter").eval()
+    assert loaded.peft_config["default"].encoding == TOY
+    assert type(loaded.base_model.number_modules["default"].head).__name__ == "SignedDigitsHead"
+    for got, want in zip(outputs(loaded, NumberTokenizer.from_pretrained(tmp_path / "adapter")), (logits, values)):
+        assert torch.equal(got, want)
+    auto = AutoPeftModelForCausalLM.from_pretrained(tmp_path / "adapter").eval()
+    for got, want in zip(outputs(auto, ntok), (logits, values)):
+        assert torch.equal(got, want)
+
+
+def test_loading_without_the_registration_names_the_method_and_the_fix(toy, store, tmp_path):
+    model, ntok = build(store)
+    model.save_pretrained(tmp_path / "adapter")
+    ntok.save_pretrained(tmp_path / "adapter")
+    unregistered()
+    fix = rf"got '{TOY}'.*register_method\(name, method\).*before"
+    with pytest.raises(ValueError, match=fix):
+        PeftModel.from_pretrained(store.base("llama", tie=False, hidden=32), tmp_path / "adapter")
+    with pytest.raises(ValueError, match=fix):
+        NumberTokenizer.from_pretrained(tmp_path / "adapter")
+
+
+def test_generate_reads_numbers_out_with_the_toy_method(toy, store):
+    model, ntok = build(store, constant_head=True)
+    encourage_numbers(model, ntok)
+    ref = generate(model, ntok, PROMPTS[:6], max_new_tokens=8, return_dict=True)
+    numbers = [number for row in ref.numbers for number in row]
+    assert numbers and fed_back(ref, ntok.num_token_id) >= 1  # generated, and fed back as input
+    assert set(numbers) == {HEAD_VALUE}  # the toy read-out's value ...
+    for completion, row in zip(ref.completions, ref.numbers):
+        assert completion.count("12.5") >= len(row)  # ... and its text, "12.5" (not 12.50 or 0012.50)
+
+    batch = ntok(PROMPTS[:6], padding=True, padding_side="left", return_tensors="pt")  # the Hugging Face habit
+    out = model.generate(**batch, max_new_tokens=8)
+    start = batch["input_ids"].shape[1]
+    for row, ids in enumerate(ref.token_ids):
+        assert out[row, start : start + len(ids)].tolist() == ids
+    assert numbers_of(out).numbers == ref.numbers
+    assert ntok.batch_decode(out) == [prompt + completion for prompt, completion in zip(PROMPTS[:6], ref.completions)]
+
+
+def test_export_and_load_exported_give_the_same_outputs(toy, store, tmp_path):
+    model, ntok = build(store, constant_head=True)
+    encourage_numbers(model, ntok)
+    logits, values = outputs(model, ntok)
+    ref = generate(model, ntok, PROMPTS[:6], max_new_tokens=8, return_dict=True)
+    export_merged(model, ntok, tmp_path / "export")
+
+    loaded, loaded_ntok = load_exported(tmp_path / "export")
+    assert loaded.peft_config["default"].encoding == TOY
+    got_logits, got_values = outputs(loaded, loaded_ntok)
+    assert torch.allclose(got_logits, logits, atol=1e-5, rtol=0)  # LoRA merged into the weights: rounding only
+    assert torch.allclose(got_values, values, atol=1e-6, rtol=0)
+    again = generate(loaded, loaded_ntok, PROMPTS[:6], max_new_tokens=8, return_dict=True)
+    assert again.numbers == ref.numbers and again.completions == ref.completions
+
+    unregistered()
+    with pytest.raises(ValueError, match=rf"got '{TOY}'.*register_method\(name, method\).*before"):
+        load_exported(tmp_path / "export")
+
+
+def recipe_file(tmp_path, store, encoding: str = TOY) -> str:
+    base, tokenizer = store.base_path("llama", False, hidden=32), store.tokenizer("digits").name_or_path
+    data = {
+        "model": {"name_or_path": base, "tokenizer": tokenizer, "dtype": "float32"},
+        "data": {"train": "synthetic:addition", "synthetic_examples": 16},
+        "adapter": {"encoding": encoding, "int_digits": 4, "frac_digits": 2, "r": 4, "target_modules": ["q_proj"]},
+        "training": {"output_dir": str(tmp_path / "out"), "max_steps": 1, "per_device_train_batch_size": 4,
+                     "use_cpu": True, "bf16": False, "report_to": "none"},
+    }  # fmt: skip
+    path = tmp_path / "toy.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+def test_a_recipe_names_a_registered_encoding(toy, store, tmp_path):
+    recipe = load_recipe(recipe_file(tmp_path, store))
+    assert recipe.adapter.encoding == TOY and recipe.adapter.int_digits == 4
+    with pytest.raises(RecipeError, match=rf"one of \['fone', 'xval', 'digits', '{TOY}'\], got 'words'"):
+        load_recipe(recipe_file(tmp_path, store, encoding="words"))  # the registered name is listed too
+    with pytest.raises(ValueError, match=rf"one of \['fone', 'xval', 'digits', '{TOY}'\], got 'words'"):
+        NumberAdapterConfig(encoding="words")
+    unregistered()
+    known = r"\['fone', 'xval', 'digits'\]"
+    message = rf"toy.yaml: `adapter.encoding` must be one of {known}, got '{TOY}'.*register_method.*--import MODULE"
+    with pytest.raises(RecipeError, match=message):
+        load_recipe(recipe_file(tmp_path, store))
+    with pytest.raises(RecipeError, match=rf"must be one of {known}, got 'words'.*register_method"):
+        load_recipe(recipe_file(tmp_path, store, encoding="words"))
+
+
+def test_the_cli_imports_the_module_that_registers_the_method(toy, store, tmp_path, monkeypatch, capsys):
+    unregistered()
+    path = recipe_file(tmp_path, store)
+    assert main(["validate", "--config", path]) == 2
+    assert "--import MODULE" in capsys.readouterr().err  # the CLI's own fix is named
+    module = "outside_method_for_cli"
+    (tmp_path / f"{module}.py").write_text(
+        "from numadapter.methods import register_method\n"
+        "from helpers.toy_method import TOY, SignedDigitsMethod\n\n"
+        "register_method(TOY, SignedDigitsMethod())\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, module, raising=False)
+    assert main(["validate", "--import", module, "--config", path]) == 0
+    assert f"{os.path.basename(path)}: valid" in capsys.readouterr().out
+    assert TOY in known_methods()
+    assert main(["train", "--import", module, "--config", path]) == 0  # one step, the adapter saved
+    saved = json.loads((tmp_path / "out" / "adapter_config.json").read_text())
+    assert saved["encoding"] == TOY and (tmp_path / "out" / "adapter_model.safetensors").is_file()
+    sys.modules.pop(module, None)
+    assert main(["validate", "--import", "no_such_module_xyz", "--config", path]) == 2
+    assert "--import no_such_module_xyz" in capsys.readouterr().err
