@@ -4,7 +4,8 @@ Docstrings and comments cite the notes as ``docs/DESIGN.md, "Section name"`` (or
 checks, in the code, the tests, the recipes and the README, that each cited file exists under ``docs/`` and that each
 cited section is a heading of it (a leading "12. " of a numbered heading is ignored), that nothing points outside
 the repository (the project's old ``shared`` folder) or at a bare design file name without ``docs/``, and that the
-notes' own links between each other resolve the same way.
+notes' own links between each other resolve the same way. Every test path they name (``tests/...``, as in
+``pytest tests/numadapter/tokenization/test_lossless.py``) exists, so a moved test cannot leave a stale pointer.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ POINTER = re.compile(r'docs/(?P<file>[\w./-]+?\.md)(?:,\s*"(?P<section>[^"]+)")?
 LINK = re.compile(r'\]\((?P<file>[\w./-]+?\.md)\)(?:,\s*"(?P<section>[^"]+)")?')
 OUTSIDE = re.compile(r"\.\./shared|shared/papers|(?<![\w/])(?:DESIGN|STYLE)\.md")
 THIS = Path(__file__).resolve()
+# a repository path under tests/; one followed by a placeholder (`tests/numadapter/test_<module>.py`) or a glob is
+# a pattern, not a path
+TEST_PATH = re.compile(r"(?<![\w/.-])tests/[\w./-]*(?![\w./<*{-])")
 
 
 def scanned_files() -> list[Path]:
@@ -105,12 +109,18 @@ def test_nothing_points_outside_the_repository():
         ('see docs/DESIGN.md, "Side tensors travel\n    with input_ids"', True),  # wrapped in a docstring
         ('see docs/DESIGN.md, "A section that is not there"', False),
         ("see docs/NOPE.md", False),
+        ("run `pytest -m slow tests/reliability/test_torn_dist_checkpoints.py`.", True),
+        ("built with tests/helpers/tiny.py, under tests/fixtures/.", True),
+        ("a test of a module goes to `tests/numadapter/test_<module>.py`", True),  # a pattern, not a path
+        ("see tests/test_generation.py", False),  # moved to tests/numadapter/generation/test_generate.py
+        ("from `tests/tiny.py`", False),
     ],
 )
 def test_the_checker_itself(tmp_path, text, ok):
+    """`pointer_problems` for ``docs/`` pointers, `missing_test_paths` for ``tests/`` paths."""
     probe = tmp_path / "probe.py"
     probe.write_text(text, encoding="utf-8")
-    problems = pointer_problems(probe)
+    problems = missing_test_paths(probe) if "tests/" in text else pointer_problems(probe)
     assert (problems == []) is ok, problems
 
 
@@ -119,3 +129,22 @@ def test_the_checker_itself(tmp_path, text, ok):
 )
 def test_outside_pointers_are_caught(text):
     assert OUTSIDE.search(text)
+
+
+def missing_test_paths(path: Path) -> list[str]:
+    """One line per ``tests/...`` path named in `path` that does not exist in the repository."""
+    text = path.read_text(encoding="utf-8")
+    problems = []
+    for match in TEST_PATH.finditer(text):
+        named = match.group(0).rstrip(".")
+        if not (ROOT / named).exists():
+            problems.append(f"{where(path, text, match.start())}: {named!r} does not exist")
+    return problems
+
+
+def test_every_named_test_path_exists():
+    files = scanned_files() + sorted(DOCS.glob("*.md")) + [ROOT / ".ci" / "run", ROOT / "pyproject.toml"]
+    named = [path for path in files if TEST_PATH.search(path.read_text(encoding="utf-8"))]
+    assert len(named) >= 20, "the code and docs name test files in many places; did the scan lose them?"
+    problems = [problem for path in files for problem in missing_test_paths(path)]
+    assert not problems, "\n".join(problems)
