@@ -5,6 +5,6 @@ from __future__ import annotations
 from numadapter.app.quickstart import TinySpec
 
 # one layer, pretrained 150 steps: the EOS-less base of `tests/numadapter/tuner/test_token_rows.py` and the base of
-# `tests/numadapter/test_answer_format.py`
+# `tests/numadapter/data/test_answer_format.py`
 SMALL_SPEC = TinySpec(hidden=32, layers=1, heads=2, pretrain_steps=150, finetune_steps=300, batch_size=16,
                       train_examples=960, eval_examples=0, learning_rate=3e-3, rank=8)  # fmt: skip
