@@ -21,7 +21,8 @@ What it does, in order (every model and tokenizer is built locally; nothing is d
    against the adapter (largest logit difference, identical answers), and a few answers are printed.
 
 ``--tiny`` is a smoke run for the test suite (seconds; its numbers mean nothing). The figures printed are whatever
-this run measured; nothing is hard-coded, and the closing remarks (`summary`) are computed from them.
+this run measured; nothing is hard-coded, and the closing remarks (`summary`) are computed from them, except the
+pointer it adds when FoNE + LoRA misses `GOAL`: that sentence summarises the README's measured probes of the limit.
 
 What one run measured here (seed 0, 2000 steps): FoNE + LoRA 1.0% exact match (mean absolute error 25.5; close
 answers such as 9341 for 9344), LoRA only 7.5% (error 112.6); after 500 / 1,000 / 1,500 / 2,000 steps FoNE + LoRA
