@@ -1,6 +1,6 @@
 """Dataset preparation for the number trainers: text datasets -> token ids + aligned number columns.
 
-`prepare_dataset` accepts the dataset formats TRL accepts and turns each example into per-token columns for
+`prepare_dataset` accepts the dataset formats TRL accepts and turns each example into ids and number rows for
 `numadapter.data.collator.NumberDataCollator` with one `NumberTokenizer` call per batch:
 
 - language modeling: a ``text`` column (``dataset_text_field``), or ``messages`` (rendered with the tokenizer's chat
