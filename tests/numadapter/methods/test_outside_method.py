@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 
 import pytest
@@ -178,12 +179,8 @@ def test_a_recipe_names_a_registered_encoding(toy, store, tmp_path):
         load_recipe(recipe_file(tmp_path, store, encoding="words"))
 
 
-def test_the_cli_imports_the_module_that_registers_the_method(toy, store, tmp_path, monkeypatch, capsys):
-    unregistered()
-    path = recipe_file(tmp_path, store)
-    assert main(["validate", "--config", path]) == 2
-    assert "--import MODULE" in capsys.readouterr().err  # the CLI's own fix is named
-    module = "outside_method_for_cli"
+def write_registering_module(tmp_path, module: str, monkeypatch) -> None:
+    """Writes `module` (it registers the toy method on import) under `tmp_path`, importable and not yet imported."""
     (tmp_path / f"{module}.py").write_text(
         "from numadapter.methods import register_method\n"
         "from helpers.toy_method import TOY, SignedDigitsMethod\n\n"
@@ -191,6 +188,15 @@ def test_the_cli_imports_the_module_that_registers_the_method(toy, store, tmp_pa
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, module, raising=False)
+
+
+def test_the_cli_imports_the_module_that_registers_the_method(toy, store, tmp_path, monkeypatch, capsys):
+    unregistered()
+    path = recipe_file(tmp_path, store)
+    assert main(["validate", "--config", path]) == 2
+    assert "--import MODULE" in capsys.readouterr().err  # the CLI's own fix is named
+    module = "outside_method_for_cli"
+    write_registering_module(tmp_path, module, monkeypatch)
     assert main(["validate", "--import", module, "--config", path]) == 0
     assert f"{os.path.basename(path)}: valid" in capsys.readouterr().out
     assert TOY in known_methods()
@@ -274,3 +280,36 @@ def test_t5_trains_saves_loads_generates_and_exports_with_the_toy_method(toy, st
         again = generate(candidate, tok, PROMPTS[:6], max_new_tokens=8, return_dict=True)
         assert again.numbers == ref.numbers and again.completions == ref.completions
         same_generation(candidate, tok, ref)
+
+
+def test_cli_eval_scores_an_adapter_trained_with_the_toy_method(toy, store, tmp_path, monkeypatch, capsys):
+    """``numadapter train`` then ``numadapter eval`` (both with ``--import``); the adapter's head is set to read 12.5
+    between the two, so the eval's answers hold the toy read-out and its exact match is checkable by hand."""
+    path, module = recipe_file(tmp_path, store), "outside_method_for_eval"
+    write_registering_module(tmp_path, module, monkeypatch)
+    unregistered()  # the imported module registers it
+    assert main(["train", "--import", module, "--config", path]) == 0
+    run = tmp_path / "out"
+    model = PeftModel.from_pretrained(store.base("llama", tie=False, hidden=32), run).eval()
+    ntok = NumberTokenizer.from_pretrained(run)
+    set_constant_head(model)
+    encourage_numbers(model, ntok)
+    model.save_pretrained(run)
+    ref = generate(model, ntok, PROMPTS[:6], max_new_tokens=8, return_dict=True)
+    assert sum(map(len, ref.numbers)) >= 1 and {n for row in ref.numbers for n in row} == {HEAD_VALUE}
+
+    data = tmp_path / "eval.jsonl"
+    data.write_text("".join(json.dumps({"prompt": p, "completion": " It is 12.5."}) + "\n" for p in PROMPTS[:6]))
+    unregistered()
+    sys.modules.pop(module, None)
+    results = tmp_path / "eval.json"
+    settings = [f"data.eval={data}", "eval.max_new_tokens=8", "eval.batch_size=6", f"eval.output_file={results}"]
+    assert main(["eval", "--import", module, "--config", path, *settings]) == 0
+    assert TOY in known_methods()  # registered by the imported module
+    saved = json.loads(results.read_text())
+    assert [sample["prediction"] for sample in saved["samples"]] == ref.completions
+    last = [re.findall(r"-?\d+(?:\.\d+)?", text)[-1:] for text in ref.completions]  # the last number, by hand
+    right = sum(found == ["12.5"] for found in last)
+    assert right >= 1 and saved["metrics"]["exact_match"] == right / 6
+    assert saved["metrics"]["answered"] == sum(bool(found) for found in last)
+    assert "eval: 6 examples" in capsys.readouterr().out
