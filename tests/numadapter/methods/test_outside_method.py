@@ -20,7 +20,7 @@ from helpers.adapter_cases import Store
 from helpers.generation_cases import PROMPTS, encourage_numbers, fed_back
 from helpers.toy_method import TOY, SignedDigitsMethod
 from helpers.training_cases import arithmetic
-from peft import AutoPeftModelForCausalLM, PeftModel
+from peft import AutoPeftModelForCausalLM, AutoPeftModelForSeq2SeqLM, PeftModel
 
 from numadapter.app.cli import main
 from numadapter.app.recipe import RecipeError, load_recipe
@@ -272,6 +272,8 @@ def test_t5_trains_saves_loads_generates_and_exports_with_the_toy_method(toy, st
     model.save_pretrained(tmp_path / "adapter")
     ntok.save_pretrained(tmp_path / "adapter")
     loaded = PeftModel.from_pretrained(store.base("t5", tie=False, hidden=32), tmp_path / "adapter").eval()
+    with pytest.raises(ValueError, match=r"resized from \d+ to \d+ rows.*AutoPeftModelForSeq2SeqLM.*PeftModel\."):
+        AutoPeftModelForSeq2SeqLM.from_pretrained(tmp_path / "adapter")  # its resize would tie T5 v1.1's own LM head
     loaded_ntok = NumberTokenizer.from_pretrained(tmp_path / "adapter")
     export_merged(model, ntok, tmp_path / "export")
     exported, exported_ntok = load_exported(tmp_path / "export")
