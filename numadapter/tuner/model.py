@@ -38,6 +38,7 @@ from numadapter.tuner.number_modules import NumberModules, end_token_ids, number
 from numadapter.tuner.patches import (
     base_weight,
     check_partitioned_head,
+    check_resized_head,
     detect_architecture,
     resize_embeddings,
     tied_group,
@@ -151,7 +152,9 @@ class NumberAdapterModel(LoraModel):
                 check_vocab_growth(original, resized, ids, config)
             if rows == original:
                 resize_embeddings(model, resized)
-            elif rows != resized:
+            elif rows == resized:  # resized before numadapter (AutoPeftModelFor*): the ties must have survived
+                check_resized_head(model, original, rows)
+            else:
                 config.original_vocab_size, config.resized_vocab_size = original, resized
                 config.base_hidden_size = config.base_hidden_size or hidden
                 raise _shape_error(config, rows, hidden)

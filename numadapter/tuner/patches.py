@@ -120,6 +120,31 @@ def check_partitioned_head(model: nn.Module) -> None:
         )
 
 
+def check_resized_head(model: nn.Module, original_rows: int, rows: int) -> None:
+    """Refuses a T5 v1.1 that reached numadapter already resized, with its LM head tied to the embedding.
+
+    transformers' ``resize_token_embeddings`` decides ties from ``config.tie_word_embeddings`` (always True for T5 in
+    transformers 5), so resizing a T5 v1.1 ties ``lm_head`` to ``shared`` and the checkpoint's LM head is lost.
+    PEFT's ``AutoPeftModelForSeq2SeqLM.from_pretrained`` calls it when the adapter directory holds a tokenizer longer
+    than the embedding (a saved `NumberTokenizer` is). `resize_embeddings` keeps the ties; this names the other one.
+
+    Raises:
+        ValueError: the config expects an own LM head (`expects_untied_head`) but the resized model has none.
+    """
+    output = model.get_output_embeddings()
+    if output is None or not expects_untied_head(model.config):
+        return
+    if same_storage(base_weight(output), base_weight(model.get_input_embeddings())):
+        raise ValueError(
+            f"{type(model).__name__} has an LM head of its own in its checkpoint (config scale_decoder_outputs=False, "
+            f"T5 v1.1 / Flan-T5), but it was resized from {original_rows} to {rows} rows before numadapter loaded the "
+            "adapter, and the resize tied lm_head to the shared embedding, losing the checkpoint's LM head "
+            "(transformers' resize_token_embeddings does; AutoPeftModelForSeq2SeqLM.from_pretrained calls it when the "
+            "adapter directory holds the tokenizer). Load the base unresized and let numadapter resize it: "
+            "PeftModel.from_pretrained(AutoModelForSeq2SeqLM.from_pretrained(base), adapter_dir)."
+        )
+
+
 def base_weight(module: nn.Module) -> torch.Tensor:
     """The raw weight of an embedding / linear, also through PEFT wrappers (never the merged copy)."""
     while hasattr(module, "base_layer") or hasattr(module, "token_adapter"):
