@@ -213,10 +213,8 @@ GOAL = 0.95  # the exact match the quick start aims at for FoNE + LoRA; the summ
 CURVE_POINTS = 4  # exact match is measured after each quarter of the fine-tuning steps (the last one is `after`)
 
 
-def _curve_callback(
-    model: Any, ntok: Any, eval_rows: list[dict[str, str]], name: str, steps: int, print_fn: PrintFn
-) -> Any:
-    """A `TrainerCallback` that scores the held-out problems after each quarter of training.
+def _curve_callback(score: Callable[..., dict], name: str, steps: int, print_fn: PrintFn) -> Any:
+    """A `TrainerCallback` that runs `score` (the held-out metrics) after each quarter of training.
 
     It fills ``.curve`` with ``(step, exact match)`` and ``.seconds`` with the time spent scoring, which the table's
     training time leaves out (generation is slower for digit answers, so it would bias the comparison).
@@ -224,29 +222,26 @@ def _curve_callback(
     from tqdm.auto import tqdm
     from transformers import TrainerCallback
 
-    from numadapter.evaluation import answer_metrics, generate_answers
-
     emit = tqdm.write if print_fn is print else print_fn  # above the trainer's progress bar, not inside it
-
-    prompts = [row["prompt"] for row in eval_rows]
-    references = [row["completion"] for row in eval_rows]
     marks = sorted({max(1, round(steps * k / CURVE_POINTS)) for k in range(1, CURVE_POINTS)} - {steps})
 
     class Curve(TrainerCallback):
+        def __init__(self) -> None:
+            self.curve: list[tuple[int, float]] = []
+            self.seconds = 0.0
+
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             if state.global_step not in marks:
                 return
             start = time.perf_counter()
-            metrics = answer_metrics(generate_answers(model, ntok, prompts, 8, 100, progress=False), references)
-            model.train()
+            metrics = score(progress=False)
+            kwargs["model"].train()  # generation left it in eval mode
             self.seconds += time.perf_counter() - start
             self.curve.append((state.global_step, metrics["exact_match"]))
             emit(f"[{name}] step {state.global_step}: exact match {metrics['exact_match']:.1%} on the held-out "
-                     f"problems, mean abs error {metrics['mae']:.1f}")  # fmt: skip
+                 f"problems, mean abs error {metrics['mae']:.1f}")  # fmt: skip
 
-    callback = Curve()
-    callback.curve, callback.seconds = [], 0.0
-    return callback
+    return Curve()
 
 
 def _finetune(
@@ -285,7 +280,11 @@ def _finetune(
     prompts = [row["prompt"] for row in eval_rows]
     references = [row["completion"] for row in eval_rows]
     print_fn(f"\n[{name}] {trainable:,} trainable parameters; held-out accuracy before fine-tuning:")
-    before = answer_metrics(generate_answers(model, ntok, prompts, 8, 100), references)
+
+    def score(progress: bool = True) -> dict[str, float]:
+        return answer_metrics(generate_answers(model, ntok, prompts, 8, 100, progress=progress), references)
+
+    before = score()
     args = SFTConfig(
         output_dir=os.path.join(out, name.replace(" ", "-").replace("+", "").lower()),
         max_steps=spec.finetune_steps, per_device_train_batch_size=spec.batch_size,
@@ -293,7 +292,7 @@ def _finetune(
         logging_steps=max(1, spec.finetune_steps // 6), save_strategy="no", report_to=[], seed=seed,
         bf16=False, use_cpu=not torch.cuda.is_available(), dataset_num_proc=None,
     )  # fmt: skip
-    curve = _curve_callback(model, ntok, eval_rows, name, spec.finetune_steps, print_fn)
+    curve = _curve_callback(score, name, spec.finetune_steps, print_fn)
     trainer = NumberSFTTrainer(
         model=model, args=args, train_dataset=datasets.Dataset.from_list(train_rows), processing_class=ntok,
         callbacks=[curve],
@@ -302,7 +301,7 @@ def _finetune(
     start = time.perf_counter()
     trainer.train()
     seconds = time.perf_counter() - start - curve.seconds  # training only
-    after = answer_metrics(generate_answers(model, ntok, prompts, 8, 100), references)
+    after = score()
     points = [*curve.curve, (spec.finetune_steps, after["exact_match"])]
     return model, ntok, Result(name, trainable, seconds, before, after, points)
 
