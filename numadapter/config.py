@@ -177,6 +177,11 @@ class NumberAdapterConfig(LoraConfig):
             that follows every answer is out of reach, and training it drives the hidden state after each [NUM]
             to the least-bad flat distribution, the same in every context (see `numadapter.tuner.token_rows`).
             False keeps the rows frozen, as plain LoRA does.
+        number_lr_ratio (`float`, defaults to 1.0): the learning rate of the number modules (input module, head) and
+            of the [NUM] / [AGG] / EOS rows, as a multiple of the trainer's (LoRA's) rate, in the spirit of LoRA+
+            (Hayou et al. 2024: parts trained from scratch want a larger rate than LoRA's). `NumberSFTTrainer` and
+            `NumberSeq2SeqTrainer` put those parameters in their own optimizer group, which follows the same
+            schedule; a trainer given its own optimizer is left as it is.
 
     Model binding (filled by `numadapter.get_peft_model(..., tokenizer=...)`; set them yourself only when calling
     `peft.get_peft_model` directly; saved with the adapter so loading re-applies the same resize):
@@ -285,6 +290,11 @@ class NumberAdapterConfig(LoraConfig):
     train_eos_row: bool = field(
         default=True, metadata={"help": "Train the EOS token's embedding and LM-head rows with the [NUM] rows."}
     )
+    # -- optimisation (read by the numadapter trainers) -----------------------------------------------------------
+    number_lr_ratio: float = field(
+        default=1.0,
+        metadata={"help": "Learning rate of the number modules and [NUM]/EOS rows, as a multiple of LoRA's."},
+    )
     # -- model binding (filled by numadapter.get_peft_model / the tuner; saved with the adapter) -----------------
     num_token_id: int | None = field(default=None, metadata={"help": "Token id of num_token (fone/xval)."})
     agg_token_id: int | None = field(default=None, metadata={"help": "Token id of agg_token (digits+aggregate)."})
@@ -383,6 +393,7 @@ class NumberAdapterConfig(LoraConfig):
         if self.num_token == self.agg_token:
             raise ValueError(f"`num_token` and `agg_token` must differ, both are {self.num_token!r}.")
         _positive("fone_init_scale", self.fone_init_scale)
+        _positive("number_lr_ratio", self.number_lr_ratio)
         _positive("xval_scale", self.xval_scale)
         _positive("xval_clip", self.xval_clip)
         _positive("number_loss_weight", self.number_loss_weight, allow_zero=True)

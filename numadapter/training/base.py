@@ -78,6 +78,23 @@ class _MeterStart(TrainerCallback):
         self.meter.train, self.meter.train_calls = {}, 0
 
 
+NUMBER_PARAMETER_MARKS = ("number_modules.", "trainable_tokens_delta")
+
+
+def is_number_parameter(name: str) -> bool:
+    """Whether a parameter name belongs to the number modules or the trained token rows (not LoRA, not the base)."""
+    return any(mark in name for mark in NUMBER_PARAMETER_MARKS)
+
+
+def number_lr_ratio(model: Any) -> float:
+    """The active adapter's ``number_lr_ratio`` (1.0 for a model that is not a numadapter PeftModel)."""
+    unwrapped = getattr(model, "module", model)  # DDP / DeepSpeed wrappers
+    if not isinstance(unwrapped, PeftModel):
+        return 1.0
+    config = unwrapped.peft_config.get(unwrapped.active_adapter)
+    return float(getattr(config, "number_lr_ratio", 1.0))
+
+
 class _NumberLossMixin:
     """What both trainers share: loss from the model's forward, component logging, kept columns, eval step."""
 
@@ -89,6 +106,29 @@ class _NumberLossMixin:
         self._loss_meter = LossMeter(self._sum_over_processes)
         self.add_callback(_MeterStart(self._loss_meter))
         self._item_counts: ItemCounts | None = None
+
+    def create_optimizer(self, *args: Any, **kwargs: Any):
+        """transformers' optimizer, with the number parameters in their own group at ``number_lr_ratio`` x the rate.
+
+        The number parameters are the number modules (``number_modules``) and the trained token rows
+        (``trainable_tokens_delta``: [NUM], [AGG], EOS). The groups keep their weight decay; the scheduler, created
+        after this, scales every group by the same factor. An optimizer the user passed in is left as it is.
+        """
+        had_optimizer = self.optimizer is not None
+        optimizer = super().create_optimizer(*args, **kwargs)
+        ratio = number_lr_ratio(self.model)
+        if had_optimizer or ratio == 1.0:
+            return optimizer
+        number_ids = {id(p) for name, p in self.model.named_parameters() if is_number_parameter(name)}
+        groups = list(optimizer.param_groups)
+        optimizer.param_groups.clear()
+        for group in groups:
+            for moved in (False, True):
+                params = [p for p in group["params"] if (id(p) in number_ids) == moved]
+                if params:
+                    lr = group["lr"] * ratio if moved else group["lr"]
+                    optimizer.add_param_group({**group, "params": params, "lr": lr})
+        return optimizer
 
     def _prepare_datasets(self, ntok: Any, train_dataset: Any, eval_dataset: Any) -> tuple[Any, Any]:
         """The train and eval data prepared with `ntok` and ``self._prepare_kwargs`` (set by the trainer first); keeps

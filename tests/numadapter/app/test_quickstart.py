@@ -43,7 +43,7 @@ def test_tiny_quickstart_runs_end_to_end_and_prints_what_it_measured(tmp_path):
     for r in result["results"]:  # the curve: after each quarter of the 4 steps, then the final figure
         assert [step for step, _ in r.curve] == [1, 2, 3, 4] and r.curve[-1][1] == r.after["exact_match"]
         for step, em in r.curve[:-1]:
-            assert f"[{r.name}] step {step}: exact match {em:.1%}" in text
+            assert re.search(rf"\[{re.escape(r.name)}\] step {step} \(\d+ s\): exact match {em:.1%}", text), step
     fone, lora = result["results"][1], result["results"][0]
     assert fone.trainable > lora.trainable  # FoNE adds the [NUM] rows and the number modules to the same LoRA
     export = result["export"]
@@ -61,30 +61,70 @@ def test_cli_quickstart_passes_its_options(monkeypatch):
 
     monkeypatch.setattr("numadapter.app.quickstart.run_quickstart", fake)
     assert cli.main(["quickstart", "--tiny", "--model", "some/model", "--steps", "7", "--seed", "3"]) == 0
-    assert seen == {"model": "some/model", "out": None, "tiny": True, "steps": 7, "seed": 3}
+    assert seen == {"model": "some/model", "out": None, "tiny": True, "steps": 7, "seed": 3, "seconds": None}
+    assert cli.main(["quickstart", "--seconds", "30"]) == 0
+    assert seen["seconds"] == 30.0 and seen["model"] is None and seen["tiny"] is False
 
 
-def test_bad_steps_are_refused():
+def test_bad_budgets_are_refused():
     with pytest.raises(ValueError, match="`steps` must be a positive number of fine-tuning steps, got 0"):
         run_quickstart(tiny=True, steps=0)
+    with pytest.raises(ValueError, match="`seconds` must be a positive wall-time budget per adapter, got -1"):
+        run_quickstart(tiny=True, seconds=-1)
+    with pytest.raises(ValueError, match="either `steps` or `seconds`"):
+        run_quickstart(tiny=True, steps=3, seconds=5)
+
+
+def test_the_default_base_is_the_real_checkpoint(monkeypatch):
+    """Without --model and --tiny the quick start fine-tunes the installed SmolLM2, not a toy."""
+    from helpers.real import real_dir
+
+    from numadapter.app import quickstart
+
+    seen = {}
+    monkeypatch.setattr(quickstart, "_run", lambda model, out, spec, seed, print_fn, start: seen.update(
+        model=model, spec=spec))  # fmt: skip
+    quickstart.run_quickstart()
+    assert seen["model"] == real_dir() and seen["spec"].budget_seconds == quickstart.REAL.budget_seconds
+    quickstart.run_quickstart(tiny=True)
+    assert seen["model"] is None  # --tiny builds its toy base
+
+
+def test_a_time_budget_stops_training_and_scores_quarters_of_it(tmp_path):
+    """With --seconds each adapter trains until its budget is spent (steps differ), with the curve in between."""
+    lines: list[str] = []
+    result = run_quickstart(out=str(tmp_path), tiny=True, seconds=3.0, print_fn=lines.append)
+    for r in result["results"]:
+        assert 3.0 <= r.seconds < 3.0 + 15.0  # the step that crossed the budget is the last one
+        assert r.steps > 1 and [step for step, _ in r.curve][-1] == r.steps
+        assert len(r.curve) == 4 and [s for s, _ in r.curve] == sorted(s for s, _ in r.curve)
+    text = "\n".join(lines)
+    assert "Same wall time for both (3 s of training each)" in text
+    assert "Won on exact match" in text or "Exact match is a tie" in text
 
 
 def test_summary_reads_the_measured_numbers():
-    from numadapter.app.quickstart import FULL, Result, summary
+    from numadapter.app.quickstart import FULL, REAL, Result, summary
 
-    def result(name, seconds, em, mae):
-        return Result(name, 100, seconds, {"exact_match": 0.0, "mae": 5000.0}, {"exact_match": em, "mae": mae})
+    def result(name, seconds, em, mae, steps=2000):
+        before = {"exact_match": 0.0, "mae": 5000.0}
+        return Result(name, 100, seconds, before, {"exact_match": em, "mae": mae}, steps=steps)
 
     lines = summary([result("LoRA only", 60.0, 0.0, 300.0), result("FoNE + LoRA", 40.0, 0.01, 250.0)], FULL, None)
-    assert f"took 40 s for its {FULL.finetune_steps} steps against 60 s" in lines[0]
+    assert "took 40 s for its 2000 steps against 60 s" in lines[0]
     assert "sequences are shorter" in lines[0]
     same = summary([result("LoRA only", 84.0, 0.0, 300.0), result("FoNE + LoRA", 82.0, 0.01, 25.0)], FULL, None)
     assert "sequences are shorter" not in same[0]  # no speed explanation when it was not faster
-    assert lines[1] == "Lower mean absolute error after fine-tuning: FoNE + LoRA."
-    assert f"Neither adapter answers most problems exactly after {FULL.finetune_steps} steps on this tiny" in lines[2]
-    assert lines[3].startswith("FoNE + LoRA ends at 1.0% exact match, below the quick start's goal of 95%. What")
+    assert lines[1] == "Won on exact match: FoNE + LoRA, by 1.0 points (1.0% against 0.0%)."
+    assert lines[2] == "Lower mean absolute error after fine-tuning: FoNE + LoRA."
+    assert "Neither adapter answers most problems exactly in this budget on this tiny" in lines[3]
+    assert lines[4].startswith("FoNE + LoRA ends at 1.0% exact match, below the quick start's goal of 95%. What")
     lines = summary([result("LoRA only", 60.0, 0.9, 1.0), result("FoNE + LoRA", 40.0, 0.2, 9.0)], FULL, "m")
-    assert lines[1] == "Lower mean absolute error after fine-tuning: LoRA only." and len(lines) == 3
+    assert lines[1] == "Won on exact match: LoRA only, by 70.0 points (90.0% against 20.0%)."
+    assert lines[2] == "Lower mean absolute error after fine-tuning: LoRA only." and len(lines) == 4
+    timed = summary([result("LoRA only", 180.0, 0.3, 9.0, 40), result("FoNE + LoRA", 180.0, 0.3, 9.0, 100)], REAL, "m")
+    assert timed[0].startswith("Same wall time for both (180 s of training each): FoNE + LoRA took 100 steps, LoRA")
+    assert timed[1] == "Exact match is a tie: 30.0% each."
     fone = result("FoNE + LoRA", 40.0, 0.4, 9.0)
     fone.curve = [(500, 0.0), (1000, 0.125), (2000, 0.4)]
     assert (

@@ -1,0 +1,239 @@
+"""The pretrained-base study: which number encoding learns arithmetic on the real SmolLM2-135M, and how fast.
+
+Every arm goes the product path a user runs: `NumberAdapterConfig` -> `numadapter.get_peft_model` ->
+`NumberTokenizer` -> `NumberSFTTrainer` (prompt/completion data) -> `numadapter.generate` on held-out prompts
+(`numadapter.evaluation.generate_answers` / `answer_metrics`). No private training loop. An arm is a named set of
+config fields and rates (`ARMS`); the same task rows, batch size, step budget and seed serve every arm.
+
+Usage::
+
+    python -m eval_harness.study run --arm fone --task addition --steps 200 --eval-every 50
+    python -m eval_harness.study report            # table (README.md) + plot (curves.png) from every arm's JSON
+
+Each run writes ``<out>/<task>/<arm>.json``: the settings, the curve (step, exact match, mean absolute error,
+training seconds so far, scoring excluded) and the final figures. Training seconds are the trainer's own wall time on
+this machine; when other jobs share the cores the JSON says so only if ``--note`` does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+DEFAULT_OUT = Path(__file__).parent / "results" / "pretrained_study"
+COMMON = dict(int_digits=5, frac_digits=0, r=16, lora_alpha=32, lora_dropout=0.0, target_modules="all-linear")
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One arm: the adapter settings and the learning rate(s).
+
+    Attributes:
+        encoding: ``NumberAdapterConfig.encoding``.
+        lr: the trainer's learning rate (LoRA's).
+        config: further `NumberAdapterConfig` fields (e.g. ``number_lr_ratio``).
+        hypothesis: what the arm tests, for the report.
+    """
+
+    encoding: str
+    lr: float
+    config: dict[str, Any] = field(default_factory=dict)
+    hypothesis: str = ""
+
+
+ARMS: dict[str, Arm] = {
+    "lora_digits": Arm("digits", 1e-3, hypothesis="baseline: LoRA on the base's own digit tokens"),
+    "lora_digits_2e-4": Arm("digits", 2e-4, hypothesis="baseline at the usual LoRA rate"),
+    "digits_ntl": Arm("digits", 1e-3, {"ntl_weight": 0.3}, hypothesis="baseline: digits + Number Token Loss"),
+    "fone": Arm("fone", 1e-3, hypothesis="FoNE + LoRA, one rate for everything"),
+    "fone_2e-4": Arm("fone", 2e-4, hypothesis="FoNE + LoRA at the usual LoRA rate"),
+    "fone_ratio10": Arm(
+        "fone", 1e-3, {"number_lr_ratio": 10.0}, hypothesis="optimisation: number modules at 10x LoRA's rate"
+    ),
+    "xval": Arm("xval", 1e-3, {"number_lr_ratio": 10.0}, hypothesis="xVal + LoRA, number modules at 10x"),
+}
+
+
+def _operand(rng: random.Random, min_digits: int, max_digits: int) -> int:
+    digits = rng.randint(min_digits, max_digits)
+    return rng.randrange(10 ** (digits - 1), 10**digits)
+
+
+def task_rows(task: str, n: int, seed: int, exclude: set[str] | None = None) -> list[dict[str, str]]:
+    """`n` prompt/completion rows of a task with 3-4 digit operands (seeded; `exclude`: prompts to skip).
+
+    ``addition``: the quick start's ``"a + b ="`` (`numadapter.app.quickstart.addition_examples`).
+    ``subtraction``: ``"a - b ="`` with ``a >= b``, so the answer is a non-negative integer.
+    """
+    if task == "addition":
+        from numadapter.app.quickstart import addition_examples
+
+        return addition_examples(n, 3, 4, seed=seed, exclude=exclude)
+    if task != "subtraction":
+        raise ValueError(f"unknown task {task!r}: use 'addition' or 'subtraction'.")
+    rng = random.Random(seed)
+    rows: list[dict[str, str]] = []
+    while len(rows) < n:
+        a, b = sorted((_operand(rng, 3, 4), _operand(rng, 3, 4)), reverse=True)
+        prompt = f"{a} - {b} ="
+        if exclude is None or prompt not in exclude:
+            rows.append({"prompt": prompt, "completion": f" {a - b}"})
+    return rows
+
+
+def run_arm(name: str, task: str, steps: int, eval_every: int, n_train: int, n_eval: int, batch: int, seed: int,
+            base: str, out: Path, note: str, lr: float | None) -> dict[str, Any]:  # fmt: skip
+    """Trains one arm through `NumberSFTTrainer` and scores its curve; writes and returns the JSON record."""
+    import datasets
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from trl import SFTConfig
+
+    from numadapter import NumberAdapterConfig, NumberSFTTrainer, NumberTokenizer, get_peft_model
+    from numadapter.evaluation import answer_metrics, generate_answers
+
+    arm = ARMS[name]
+    rate = lr if lr is not None else arm.lr
+    train_rows = task_rows(task, n_train, seed)
+    eval_rows = task_rows(task, n_eval, seed + 1, exclude={r["prompt"] for r in train_rows})
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    config = NumberAdapterConfig(encoding=arm.encoding, **{**COMMON, **arm.config})
+    torch.manual_seed(seed)
+    model = get_peft_model(model, config, tokenizer=tokenizer)
+    ntok = NumberTokenizer(tokenizer, config)
+    prompts, refs = [r["prompt"] for r in eval_rows], [r["completion"] for r in eval_rows]
+    curve: list[dict[str, float]] = []
+
+    def score(step: int, train_seconds: float) -> None:
+        metrics = answer_metrics(generate_answers(model, ntok, prompts, 8, 100, progress=False), refs)
+        point = {"step": step, "exact_match": metrics["exact_match"], "mae": metrics["mae"], "seconds": train_seconds}
+        curve.append(point)
+        print(f"[{name}/{task}] step {step}: exact {point['exact_match']:.1%}, MAE {point['mae']:.1f}, "
+              f"{train_seconds:.0f} s of training", flush=True)  # fmt: skip
+
+    class Curve(TrainerCallback):
+        def __init__(self) -> None:
+            self.scoring = 0.0
+            self.start = 0.0
+
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.start = time.perf_counter()
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if state.global_step % eval_every and state.global_step != steps:
+                return
+            begin = time.perf_counter()
+            score(state.global_step, begin - self.start - self.scoring)
+            kwargs["model"].train()
+            self.scoring += time.perf_counter() - begin
+
+    score(0, 0.0)
+    args = SFTConfig(
+        output_dir=str(out / "tmp" / name), max_steps=steps, per_device_train_batch_size=batch, learning_rate=rate,
+        lr_scheduler_type="constant_with_warmup", warmup_steps=min(20, steps // 10), max_grad_norm=1.0,
+        logging_steps=max(1, steps // 10), save_strategy="no", report_to=[], seed=seed, bf16=False,
+        use_cpu=not torch.cuda.is_available(), dataset_num_proc=None,
+    )  # fmt: skip
+    trainer = NumberSFTTrainer(
+        model=model, args=args, train_dataset=datasets.Dataset.from_list(train_rows), processing_class=ntok,
+        callbacks=[Curve()],
+    )  # fmt: skip
+    started = time.perf_counter()
+    trainer.train()
+    history = trainer.state.log_history
+    losses = [{k: v for k, v in log.items() if "loss" in k} | {"step": log.get("step")} for log in history]
+    record = {
+        "arm": name, "task": task, "hypothesis": arm.hypothesis, "encoding": arm.encoding, "lr": rate,
+        "config": {**COMMON, **arm.config}, "steps": steps, "batch_size": batch, "n_train": n_train,
+        "n_eval": n_eval, "seed": seed, "curve": curve, "final": curve[-1],
+        "wall_seconds": time.perf_counter() - started, "losses": losses, "note": note,
+        "torch_threads": torch.get_num_threads(), "arm_settings": asdict(arm),
+    }  # fmt: skip
+    path = out / task / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=1))
+    print(f"wrote {path}")
+    return record
+
+
+def report(out: Path) -> str:
+    """Writes ``<out>/README.md`` (one table per task) and ``<out>/curves.png``; returns the markdown."""
+    records = [json.loads(p.read_text()) for p in sorted(out.glob("*/*.json"))]
+    lines = ["# Pretrained-base study: SmolLM2-135M-Instruct, 3-4 digit operands", "",
+             "Written by `python -m eval_harness.study report` from the JSON records beside it.", ""]  # fmt: skip
+    for task in sorted({r["task"] for r in records}):
+        header = "| arm | encoding | lr | steps | exact match (curve) | MAE | training s | hypothesis |"
+        lines += [f"## {task}", "", header, "|---|---|---|---|---|---|---|---|"]
+        for r in sorted((r for r in records if r["task"] == task), key=lambda r: -r["final"]["exact_match"]):
+            curve = " / ".join(f"{p['exact_match']:.1%}" for p in r["curve"])
+            extra = {k: v for k, v in r["config"].items() if k not in COMMON}
+            lines.append(
+                f"| {r['arm']} | {r['encoding']} {extra or ''} | {r['lr']:g} | {r['steps']} | {curve} | "
+                f"{r['final']['mae']:.1f} | {r['final']['seconds']:.0f} | {r['hypothesis']} |"
+            )
+        lines.append("")
+    text = "\n".join(lines)
+    (out / "README.md").write_text(text)
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        tasks = sorted({r["task"] for r in records})
+        fig, axes = plt.subplots(1, len(tasks), figsize=(6 * len(tasks), 4), squeeze=False)
+        for ax, task in zip(axes[0], tasks):
+            for r in (r for r in records if r["task"] == task):
+                ax.plot([p["seconds"] for p in r["curve"]], [p["exact_match"] for p in r["curve"]], marker="o",
+                        label=r["arm"])  # fmt: skip
+            ax.set(title=task, xlabel="training seconds (2-core CPU)", ylabel="held-out exact match")
+            ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out / "curves.png", dpi=100)
+    except ImportError:
+        pass
+    return text
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m eval_harness.study", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="train and score one arm")
+    run.add_argument("--arm", required=True, choices=sorted(ARMS))
+    run.add_argument("--task", default="addition", choices=["addition", "subtraction"])
+    run.add_argument("--steps", type=int, default=200)
+    run.add_argument("--eval-every", type=int, default=50)
+    run.add_argument("--n-train", type=int, default=8000)
+    run.add_argument("--n-eval", type=int, default=200)
+    run.add_argument("--batch", type=int, default=32)
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--lr", type=float, default=None, help="override the arm's learning rate")
+    run.add_argument("--base", default=None, help="model directory (default: numadapter.smollm2_path())")
+    run.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    run.add_argument("--note", default="")
+    rep = sub.add_parser("report", help="table + plot from the JSON records")
+    rep.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    args = parser.parse_args(argv)
+    if args.command == "report":
+        print(report(args.out))
+        return
+    import torch
+
+    torch.set_num_threads(int(os.environ.get("STUDY_THREADS", "2")))
+    if args.base is None:
+        import numadapter
+
+        args.base = numadapter.smollm2_path()
+    run_arm(args.arm, args.task, args.steps, args.eval_every, args.n_train, args.n_eval, args.batch, args.seed,
+            args.base, args.out, args.note, args.lr)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
