@@ -35,7 +35,16 @@ from typing import Any
 
 PrintFn = Callable[[str], None]
 
-__all__ = ["FULL", "REAL", "TINY", "TinySpec", "addition_examples", "build_tiny_base", "pretraining_text", "run_quickstart"]
+__all__ = [
+    "FULL",
+    "REAL",
+    "TINY",
+    "TinySpec",
+    "addition_examples",
+    "build_tiny_base",
+    "pretraining_text",
+    "run_quickstart",
+]
 
 
 def _operand(rng: random.Random, min_digits: int, max_digits: int) -> int:
