@@ -22,7 +22,7 @@ import json
 import os
 import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,12 @@ ARMS: dict[str, Arm] = {
     "digits_ntl": Arm("digits", 1e-3, {"ntl_weight": 0.3}, hypothesis="baseline: digits + Number Token Loss"),
     "fone": Arm("fone", 1e-3, hypothesis="FoNE + LoRA, one rate for everything"),
     "fone_2e-4": Arm("fone", 2e-4, hypothesis="FoNE + LoRA at the usual LoRA rate"),
+    "fone_rotation": Arm(
+        "fone",
+        1e-3,
+        {"number_lr_ratio": 10.0, "fone_head_input": "rotation"},
+        hypothesis="head: the answer's features as the complex product of two read-outs (angles add)",
+    ),
     "fone_ratio10": Arm(
         "fone", 1e-3, {"number_lr_ratio": 10.0}, hypothesis="optimisation: number modules at 10x LoRA's rate"
     ),
@@ -110,11 +116,19 @@ def run_arm(name: str, task: str, steps: int, eval_every: int, n_train: int, n_e
     ntok = NumberTokenizer(tokenizer, config)
     prompts, refs = [r["prompt"] for r in eval_rows], [r["completion"] for r in eval_rows]
     curve: list[dict[str, float]] = []
+    path = out / task / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    settings = {
+        "arm": name, "task": task, "hypothesis": arm.hypothesis, "encoding": arm.encoding, "lr": rate,
+        "config": {**COMMON, **arm.config}, "steps": steps, "batch_size": batch, "n_train": n_train,
+        "n_eval": n_eval, "seed": seed, "note": note, "torch_threads": torch.get_num_threads(),
+    }  # fmt: skip
 
     def score(step: int, train_seconds: float) -> None:
         metrics = answer_metrics(generate_answers(model, ntok, prompts, 8, 100, progress=False), refs)
         point = {"step": step, "exact_match": metrics["exact_match"], "mae": metrics["mae"], "seconds": train_seconds}
         curve.append(point)
+        path.write_text(json.dumps({**settings, "curve": curve, "final": point, "complete": False}, indent=1))
         print(f"[{name}/{task}] step {step}: exact {point['exact_match']:.1%}, MAE {point['mae']:.1f}, "
               f"{train_seconds:.0f} s of training", flush=True)  # fmt: skip
 
@@ -149,15 +163,8 @@ def run_arm(name: str, task: str, steps: int, eval_every: int, n_train: int, n_e
     trainer.train()
     history = trainer.state.log_history
     losses = [{k: v for k, v in log.items() if "loss" in k} | {"step": log.get("step")} for log in history]
-    record = {
-        "arm": name, "task": task, "hypothesis": arm.hypothesis, "encoding": arm.encoding, "lr": rate,
-        "config": {**COMMON, **arm.config}, "steps": steps, "batch_size": batch, "n_train": n_train,
-        "n_eval": n_eval, "seed": seed, "curve": curve, "final": curve[-1],
-        "wall_seconds": time.perf_counter() - started, "losses": losses, "note": note,
-        "torch_threads": torch.get_num_threads(), "arm_settings": asdict(arm),
-    }  # fmt: skip
-    path = out / task / f"{name}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {**settings, "curve": curve, "final": curve[-1], "complete": True, "losses": losses,
+              "wall_seconds": time.perf_counter() - started}  # fmt: skip
     path.write_text(json.dumps(record, indent=1))
     print(f"wrote {path}")
     return record
@@ -173,6 +180,7 @@ def report(out: Path) -> str:
         lines += [f"## {task}", "", header, "|---|---|---|---|---|---|---|---|"]
         for r in sorted((r for r in records if r["task"] == task), key=lambda r: -r["final"]["exact_match"]):
             curve = " / ".join(f"{p['exact_match']:.1%}" for p in r["curve"])
+            curve += "" if r.get("complete", True) else " (stopped early)"
             extra = {k: v for k, v in r["config"].items() if k not in COMMON}
             lines.append(
                 f"| {r['arm']} | {r['encoding']} {extra or ''} | {r['lr']:g} | {r['steps']} | {curve} | "

@@ -18,7 +18,7 @@ from numadapter.methods.registry import BUILTIN, get_method, known_methods, unkn
 from numadapter.tuner.peft_type import config_peft_type
 
 FONE_PROJECTIONS = ("linear", "pad")
-FONE_HEAD_INPUTS = ("linear", "slice")
+FONE_HEAD_INPUTS = ("linear", "slice", "rotation")
 FONE_HEAD_TARGETS = ("digit", "feature")
 SIGN_POLICIES = ("text", "feature")
 OUT_OF_RANGE_POLICIES = ("text", "error")
@@ -121,7 +121,10 @@ class NumberAdapterConfig(LoraConfig):
             of the [NUM] embedding row. Higher: numbers stand out more at first, larger initial perturbation.
         fone_head_input (`str`, defaults to `"linear"`): `"linear"`: a learned projection of the hidden state
             gives one 2-vector per digit. `"slice"`: the first 2 * (int_digits + frac_digits) hidden dims are
-            used directly, as in the paper.
+            used directly, as in the paper. `"rotation"`: two learned read-outs u and v per place, multiplied as
+            complex numbers (angles add, so the Fourier feature of a + b is the product of those of a and b); v
+            starts at the constant 1, so the head starts as `"linear"` (numadapter's own; see
+            `numadapter.methods.fone.head`).
         fone_head_target (`str`, defaults to `"feature"`): where each digit 2-vector is trained to point.
             `"feature"`: at the answer's own FoNE feature for that place, phi(y, 10^(i+1)), which is the digit plus
             the lower digits read as a fraction; it is read back lowest place first, subtracting the lower digits
@@ -238,7 +241,7 @@ class NumberAdapterConfig(LoraConfig):
     fone_init_scale: float = field(
         default=1.0, metadata={"help": "Initial RMS of projected features relative to the [NUM] row."}
     )
-    fone_head_input: Literal["linear", "slice"] = field(
+    fone_head_input: Literal["linear", "slice", "rotation"] = field(
         default="linear",
         metadata={
             "help": "Digit 2-vectors from a learned projection or the first hidden dims (paper).",

@@ -29,6 +29,16 @@ Layout
     ``digit_logits`` are returned most significant first, ``[N, P, 10]`` with index ``j`` the place ``10^(m-1-j)``,
     like ``num_digits``.
 
+Rotation (``fone_head_input="rotation"``, numadapter's own, not in the paper)
+    Two learned read-outs ``u = W_u h + b_u`` and ``v = W_v h + b_v`` (each ``[P, 2]``), and pair ``k`` is their
+    complex product ``u_k * v_k``: the angles add. The FoNE feature of ``a + b`` at period ``T`` is the rotation of
+    ``a``'s feature by ``b``'s (``phi(a + b, T) = phi(a, T) * phi(b, T)``), and of ``a - b`` by the conjugate; a
+    linear read-out of one hidden state has to compute that product inside the model, which a pretrained base does
+    not do at the answer position (it carries only the answer's leading digit there:
+    ``eval_harness/results/pretrained_study``). With the product in the head, the model only has to bring each
+    operand's features to the answer position, which attention can do. ``v`` starts at ``1 + 0i`` (``W_v = 0``), so
+    the head starts as the ``"linear"`` one.
+
 Sign
     With ``sign_policy="feature"`` a learned ``H -> 2`` linear map gives ``sign_logits`` (class 0: ``+``, class 1:
     ``-``) in both input modes; the paper has no sign. Its cross-entropy is added to the digit loss.
@@ -120,8 +130,15 @@ class FoNEDigitHead(nn.Module):
                 )
         elif self.input_mode == "linear":
             self.proj = nn.Linear(hidden_size, 2 * self.num_places)
+        elif self.input_mode == "rotation":
+            self.proj = nn.Linear(hidden_size, 2 * self.num_places)
+            # the second read-out starts as the constant 1 + 0i, so the head starts as the "linear" one
+            self.rotation = nn.Linear(hidden_size, 2 * self.num_places)
+            with torch.no_grad():
+                self.rotation.weight.zero_()
+                self.rotation.bias.copy_(torch.tensor([1.0, 0.0]).repeat(self.num_places))
         else:
-            raise ValueError(f"`fone_head_input` must be 'linear' or 'slice', got {self.input_mode!r}.")
+            raise ValueError(f"`fone_head_input` must be 'linear', 'slice' or 'rotation', got {self.input_mode!r}.")
         self.sign_proj = nn.Linear(hidden_size, 2) if self.predict_sign else None
 
     def extra_repr(self) -> str:
@@ -149,6 +166,12 @@ class FoNEDigitHead(nn.Module):
         else:
             vectors = F.linear(h, self.proj.weight.float(), self.proj.bias.float())  # (N, 2P)
         pairs = vectors.unflatten(-1, (self.num_places, 2))  # (N, P, 2): pair k = place 10^(k-n), low first
+        if self.input_mode == "rotation":  # pair = u * v as complex numbers: angles add
+            v = F.linear(h, self.rotation.weight.float(), self.rotation.bias.float()).unflatten(-1, (-1, 2))
+            u = pairs  # (N, P, 2)
+            pairs = torch.stack(
+                (u[..., 0] * v[..., 0] - u[..., 1] * v[..., 1], u[..., 0] * v[..., 1] + u[..., 1] * v[..., 0]), dim=-1
+            )  # (N, P, 2)
         pairs = pairs.flip(-2)  # (N, P, 2): most significant first, like num_digits
         sign_logits = None
         if self.sign_proj is not None:
