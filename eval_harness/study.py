@@ -170,6 +170,60 @@ def run_arm(name: str, task: str, steps: int, eval_every: int, n_train: int, n_e
     return record
 
 
+def probe(base: str, out: Path, n: int = 3000, n_fit: int = 2500, every: int = 3) -> dict[str, Any]:
+    """Linear probes on the frozen base: which digits of the answer and of the operands its hidden states hold.
+
+    Runs the base on ``n`` addition prompts (digit tokens, as the base reads them), takes the hidden state of the
+    last prompt token ("=") after every `every`-th layer, and fits a ridge regression from it to the FoNE features
+    ``cos/sin(2*pi*y/10^k)``, ``k = 1..5``, of the answer ``y`` and of each operand on ``n_fit`` prompts. On the rest
+    it reports, per place, how often the digit read from the predicted angle is right (chance: 10%). This is the
+    smallest test of the "head placement" ideas (read the head from an intermediate layer, or start it as a probe
+    fitted on the frozen base): they can only work where a layer holds the answer's digits.
+    """
+    import math
+
+    import numpy as np
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    rows = task_rows("addition", n, seed=0)
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32).eval()
+    states = []
+    with torch.no_grad():
+        for start in range(0, n, 100):
+            batch = tokenizer([r["prompt"] for r in rows[start : start + 100]], return_tensors="pt", padding=True,
+                              padding_side="left")  # fmt: skip
+            hidden = model(**batch, output_hidden_states=True).hidden_states
+            states.append(torch.stack(hidden)[:, :, -1, :])  # (L + 1, B, H) at "="
+    layers = torch.cat(states, 1).numpy()  # (L + 1, n, H)
+    values = {
+        "answer": np.array([int(r["completion"]) for r in rows]),
+        "first operand": np.array([int(r["prompt"].split(" + ")[0]) for r in rows]),
+        "second operand": np.array([int(r["prompt"].split(" + ")[1].rstrip(" =")) for r in rows]),
+    }
+    places = range(1, 6)
+    result: dict[str, Any] = {"n": n, "n_fit": n_fit, "places": ["units", "tens", "hundreds", "thousands", "1e4"]}
+    for what, v in values.items():
+        target = np.stack([f(2 * math.pi * v / 10**k) for k in places for f in (np.cos, np.sin)], 1)  # (n, 10)
+        per_layer = {}
+        for layer in range(0, layers.shape[0], every):
+            x = np.concatenate([layers[layer], np.ones((n, 1))], 1)
+            fit, held = x[:n_fit], x[n_fit:]
+            ridge = 1e-2 * (fit**2).sum() / n_fit
+            weights = np.linalg.solve(fit.T @ fit + ridge * np.eye(x.shape[1]), fit.T @ target[:n_fit])
+            guess = held @ weights
+            accuracy = []
+            for i, k in enumerate(places):
+                angle = np.arctan2(guess[:, 2 * i + 1], guess[:, 2 * i]) % (2 * math.pi)
+                digit = np.floor(angle / (2 * math.pi) * 10**k / 10 ** (k - 1) + 1e-9) % 10
+                accuracy.append(float((digit == (v[n_fit:] // 10 ** (k - 1)) % 10).mean()))
+            per_layer[layer] = accuracy
+        result[what] = per_layer
+    (out / "probe.json").write_text(json.dumps(result, indent=1))
+    return result
+
+
 def report(out: Path) -> str:
     """Writes ``<out>/README.md`` (one table per task) and ``<out>/curves.png``; returns the markdown."""
     records = [json.loads(p.read_text()) for p in sorted(out.glob("*/*.json"))]
@@ -186,6 +240,18 @@ def report(out: Path) -> str:
                 f"| {r['arm']} | {r['encoding']} {extra or ''} | {r['lr']:g} | {r['steps']} | {curve} | "
                 f"{r['final']['mae']:.1f} | {r['final']['seconds']:.0f} | {r['hypothesis']} |"
             )
+        lines.append("")
+    probe_file = out / "probe.json"
+    if probe_file.is_file():
+        found = json.loads(probe_file.read_text())
+        lines += ["## Linear probes of the frozen base at '=' (digits read from the fitted FoNE features; chance 10%)",
+                  "", f"Ridge fits on {found['n_fit']} prompts, scored on {found['n'] - found['n_fit']} others "
+                  "(`python -m eval_harness.study probe`).", "",
+                  "| what | layer | " + " | ".join(found["places"]) + " |",
+                  "|---|---|" + "---|" * len(found["places"])]  # fmt: skip
+        for what in ("answer", "first operand", "second operand"):
+            for layer, accuracy in found[what].items():
+                lines.append(f"| {what} | {layer} | " + " | ".join(f"{a:.0%}" for a in accuracy) + " |")
         lines.append("")
     text = "\n".join(lines)
     (out / "README.md").write_text(text)
@@ -226,6 +292,9 @@ def main(argv: list[str] | None = None) -> None:
     run.add_argument("--base", default=None, help="model directory (default: numadapter.smollm2_path())")
     run.add_argument("--out", type=Path, default=DEFAULT_OUT)
     run.add_argument("--note", default="")
+    pro = sub.add_parser("probe", help="linear probes of the frozen base's hidden states at '='")
+    pro.add_argument("--base", default=None)
+    pro.add_argument("--out", type=Path, default=DEFAULT_OUT)
     rep = sub.add_parser("report", help="table + plot from the JSON records")
     rep.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
@@ -239,6 +308,10 @@ def main(argv: list[str] | None = None) -> None:
         import numadapter
 
         args.base = numadapter.smollm2_path()
+    if args.command == "probe":
+        args.out.mkdir(parents=True, exist_ok=True)
+        print(json.dumps(probe(args.base, args.out), indent=1))
+        return
     run_arm(args.arm, args.task, args.steps, args.eval_every, args.n_train, args.n_eval, args.batch, args.seed,
             args.base, args.out, args.note, args.lr)  # fmt: skip
 
