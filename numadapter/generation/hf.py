@@ -59,7 +59,8 @@ from numadapter.tuner.number_modules import marker_token_id
 FIX = (
     "pass the whole NumberTokenizer batch, model.generate(**ntok(prompts, return_tensors='pt', padding=True)), or "
     "call numadapter.generate(model, ntok, prompts); for pipelines use pipeline('number-text-generation', "
-    "model=model, tokenizer=ntok) (numadapter.generation.NumberTextGenerationPipeline), which carries the numbers"
+    "model=model, tokenizer=ntok) (numadapter.generation.pipeline.NumberTextGenerationPipeline), which carries the "
+    "numbers"
 )
 # Generation options the number-aware loop cannot honour, with the values that mean "off".
 UNSUPPORTED: dict[str, tuple[Any, ...]] = {

@@ -88,6 +88,8 @@ class NumberTextGenerationPipeline(TextGenerationPipeline):
         for key in SIDE_KEYS:
             if key in model_inputs:
                 generate_kwargs[key] = model_inputs.pop(key)
+        if self.tokenizer.marker_token_id is not None:  # for stop strings, and to re-tokenize under disable_adapter
+            generate_kwargs.setdefault("tokenizer", self.tokenizer)
         outputs = super()._forward(model_inputs, **generate_kwargs)
         record = noted_in_storage(outputs["generated_sequence"])  # the generate output, reshaped [B, n, L]
         count = outputs["generated_sequence"].shape[0] * outputs["generated_sequence"].shape[1]

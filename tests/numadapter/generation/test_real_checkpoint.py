@@ -56,9 +56,11 @@ def test_disabled_adapter_runs_the_base_on_its_own_digit_tokens(real):
     with torch.no_grad():
         plain = real_base().generate(**enc, max_new_tokens=NEW, do_sample=False)[0, enc["input_ids"].shape[1] :]
     batch = ntok(YEARS[0], return_tensors="pt")
+    pipe = pipeline("number-text-generation", model=model, tokenizer=ntok, do_sample=False)
     with model.disable_adapter():
         out = model.generate(**batch, max_new_tokens=NEW)
         text = generate(model, ntok, YEARS[0], max_new_tokens=NEW)
+        piped = pipe(YEARS[0], max_new_tokens=NEW)[0]["generated_text"]
     assert out[0, batch["input_ids"].shape[1] :].tolist() == plain.tolist()
     assert "Apollo" in tokenizer.decode(plain)  # the base knows the year
-    assert text == YEARS[0] + tokenizer.decode(plain) == ntok.decode(out[0])
+    assert text == YEARS[0] + tokenizer.decode(plain) == ntok.decode(out[0]) == piped
