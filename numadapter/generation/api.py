@@ -23,8 +23,9 @@ Decisions (see also `numadapter.generation.loop` and `numadapter.generation.read
 - **Stopping** is per sequence: eos (kept in ``token_ids``, dropped from the text), a stop string (kept in the text),
   an unfeedable xVal number, or ``max_new_tokens``; the others go on. ``stop_reasons`` says which.
 - The model's train/eval mode is left as it is: call ``model.eval()`` first (dropout would make outputs random).
-- With the adapters disabled (``with model.disable_adapter():``) generation runs the base model and never emits
-  [NUM] / [AGG] (there is no head to decode them).
+- With the adapters disabled (``with model.disable_adapter():``) generation runs the base model on the prompt as
+  the base tokenizer tokenizes it (each number as the base's own tokens, `numadapter.generation.prompts.base_rows`)
+  and never emits [NUM] / [AGG] (there is no head to decode them).
 """
 
 from __future__ import annotations
@@ -187,7 +188,7 @@ def _generate_batch(
     result: NumberGenerationOutput,
 ) -> None:
     side = "right" if parts.runtime.arch.is_encoder_decoder else "left"
-    batch = encode_prompts(ntok, prompts, loop.pad_id, side, parts.device)
+    batch = encode_prompts(ntok, prompts, loop.pad_id, side, parts.device, base=parts.runtime.modules is None)
 
     def decode(ids: list[int], number_texts: list[str]) -> str:
         return ntok.decode(ids, number_texts=number_texts, skip_special_tokens=True)

@@ -7,11 +7,18 @@ same as `numadapter.generate`) instead of transformers' loop, which would feed [
 leave every generated [NUM] undecoded.
 
 Inputs: ``input_ids`` and ``attention_mask`` with the number tensors of the `NumberTokenizer` batch (``num_mask``,
-``num_digits``, ``num_sign``, ``num_values``; ``number_texts`` too). Without them (``pipeline("text-generation")``
-passes ids and mask only) the numbers are taken from the tokenizer's note on the ``input_ids`` tensor
-(`numadapter.tokenization.notes`); ids that hold [NUM] / [AGG] with no numbers anywhere are refused. Padding may be
-left or right (each row is re-padded as the loop needs: left for causal LMs, right for the T5 encoder); the mask must
-be one run of ones per row.
+``num_digits``, ``num_sign``, ``num_values``; ``number_texts`` too). Ids that hold [NUM] / [AGG] without the number
+tensors are refused, naming ``model.generate(**ntok(...))`` and the number-aware pipeline
+(`numadapter.generation.pipeline`): numbers are never looked up from the ids' values, since prompts that differ only
+in their numbers have the same ids (transformers' own ``pipeline("text-generation")`` passes ids and mask only).
+Padding may be left or right (each row is re-padded as the loop needs: left for causal LMs, right for the T5
+encoder); the mask must be one run of ones per row.
+
+With the adapters disabled (``with model.disable_adapter():``) the base model reads each prompt number as its own
+tokens: the rows that hold [NUM] / [AGG] are decoded with their numbers and re-tokenized by the base tokenizer
+(`numadapter.generation.prompts.base_rows`; the `NumberTokenizer` is ``tokenizer=`` or the one whose ``input_ids``
+tensor this is, else the call is refused), and the base generates from that, as ``base.generate(**tokenizer(text))``
+would. The returned sequences still start with the ids as given, and decode with their numbers.
 
 Generation settings follow transformers: ``generation_config`` and keyword arguments (``max_new_tokens`` or
 ``max_length``, ``min_new_tokens`` / ``min_length``, ``do_sample``, ``temperature``, ``top_k`` (default 50 when
@@ -22,9 +29,9 @@ loop cannot do (beam search, repetition penalties, logits processors, scores, ..
 Output, as transformers returns it: a LongTensor ``[B * num_return_sequences, L]``, causal: the input ids as given
 followed by the generated ids, T5: ``decoder_start_token_id`` followed by them; sequences that stop early are padded
 with ``pad_token_id``. The numbers go with it: ``ntok.batch_decode(output)`` renders every [NUM] (prompt and
-generated), and so do ``ntok.decode(output[0])`` and ``ntok.batch_decode(output[:, prompt_len:])`` (the rows of the
-last generate calls are remembered, see `numadapter.tokenization.notes`). `numbers_of(output)` gives the generated
-numbers and stop reasons.
+generated), and so do ``ntok.decode(output[0])`` and ``ntok.batch_decode(output[:, prompt_len:])`` (views of the
+output tensor, see `numadapter.tokenization.notes`); a copy of it carries no numbers. `numbers_of(output)` gives the
+generated numbers and stop reasons.
 
 A numadapter model without a number marker (``encoding="digits"`` without ``aggregate``) writes numbers as digit
 tokens: there ``model.generate`` is transformers' own (beam search and the rest included).
@@ -32,24 +39,28 @@ tokens: there ``model.generate`` is transformers' own (beam search and the rest 
 
 from __future__ import annotations
 
+import contextlib
 import copy
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from numadapter.generation.core import loop_settings, parts_from_tuner, run_loop, special_ids, token_ids, vocab_size
 from numadapter.generation.loop import AdapterParts, decoder_start
-from numadapter.generation.prompts import SIDE_KEYS, PromptBatch, PromptRow, pad_prompts
+from numadapter.generation.prompts import SIDE_KEYS, PromptBatch, PromptRow, base_rows, pad_prompts
 from numadapter.generation.sampling import sampling_settings
 from numadapter.generation.stopping import RowTracker
 from numadapter.methods.registry import get_method
 from numadapter.tokenization.decoding import render_place_digits
-from numadapter.tokenization.notes import PromptNumbers, SequenceNumbers, note, noted, noted_rows, remember_generation
+from numadapter.tokenization.notes import DigitsGeneration, PromptNumbers, SequenceNumbers, decoding, note, noted
 from numadapter.tuner.number_modules import marker_token_id
 
 FIX = (
     "pass the whole NumberTokenizer batch, model.generate(**ntok(prompts, return_tensors='pt', padding=True)), or "
-    "call numadapter.generate(model, ntok, prompts)"
+    "call numadapter.generate(model, ntok, prompts); for pipelines use pipeline('number-text-generation', "
+    "model=model, tokenizer=ntok) (numadapter.generation.pipeline.NumberTextGenerationPipeline), which carries the "
+    "numbers"
 )
 # Generation options the number-aware loop cannot honour, with the values that mean "off".
 UNSUPPORTED: dict[str, tuple[Any, ...]] = {
@@ -90,10 +101,18 @@ UNSUPPORTED: dict[str, tuple[Any, ...]] = {
 EMPTY_OK = ("logits_processor", "stopping_criteria")  # transformers' list arguments: accepted when empty
 
 
-def numbers_of(sequences: torch.Tensor) -> SequenceNumbers:
+def numbers_of(sequences: Any) -> SequenceNumbers:
     """The numbers ``model.generate`` produced with `sequences` (texts of every [NUM] per row, generated values,
-    stop reasons); `ValueError` for a tensor that did not come from a numadapter ``model.generate``."""
+    stop reasons); `ValueError` for a tensor that did not come from a numadapter ``model.generate``, and for the
+    output of an ``encoding="digits"`` adapter, whose numbers are digit tokens in the text."""
     found = noted(sequences)
+    if isinstance(found, DigitsGeneration):
+        raise ValueError(
+            "this output is from model.generate of an encoding='digits' adapter, which writes numbers as ordinary "
+            "digit tokens, so there is no number record to return: read the numbers from the text, "
+            "numadapter.find_numbers(ntok.decode(output[row, prompt_len:])) with prompt_len = "
+            f"{found.prompt_length}, or use numadapter.generate(model, ntok, prompts, return_dict=True).numbers."
+        )
     if not isinstance(found, SequenceNumbers):
         raise ValueError(
             "this tensor was not returned by model.generate of a numadapter model (or is a copy or slice of it): pass "
@@ -123,7 +142,12 @@ def generate_for_tuner(tuner: Any, *args: Any, **kwargs: Any) -> Any:
     if marker is None:  # digits without [AGG]: numbers are digit tokens, transformers' loop is exact
         if "num_mask" in given and bool(given["num_mask"].any()):
             raise ValueError("num_mask marks numbers, but this adapter (encoding='digits') has no number marker.")
-        return tuner.model.generate(input_ids, **kwargs) if input_ids is not None else tuner.model.generate(**kwargs)
+        output = tuner.model.generate(input_ids, **kwargs) if input_ids is not None else tuner.model.generate(**kwargs)
+        width = input_ids.shape[-1] if isinstance(input_ids, torch.Tensor) else 0
+        note(output, DigitsGeneration(width))
+        if isinstance(getattr(output, "sequences", None), torch.Tensor):
+            note(output.sequences, DigitsGeneration(width))
+        return output
     parts = parts_from_tuner(tuner)
     for name in ("inputs_embeds", "decoder_input_ids", "decoder_inputs_embeds", "encoder_outputs"):
         if kwargs.get(name) is not None:
@@ -131,7 +155,10 @@ def generate_for_tuner(tuner: Any, *args: Any, **kwargs: Any) -> Any:
     if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2:
         raise ValueError(f"model.generate needs input_ids as a [batch, length] tensor: {FIX}.")
     tokenizer = _number_tokenizer(kwargs.pop("tokenizer", None), parts)
-    numbers, texts, tokenizer = _prompt_numbers(input_ids, given, number_texts, tokenizer)
+    numbers, texts = _prompt_numbers(given, number_texts)
+    found = noted(input_ids)  # the NumberTokenizer whose output this very tensor is (never its numbers alone)
+    if tokenizer is None and isinstance(found, PromptNumbers):
+        tokenizer = found.tokenizer
     gen = copy.deepcopy(kwargs.pop("generation_config", None) or parts.runtime.inner.generation_config)
     extra = gen.update(**kwargs)
     attention_mask = extra.pop("attention_mask", None)
@@ -139,8 +166,10 @@ def generate_for_tuner(tuner: Any, *args: Any, **kwargs: Any) -> Any:
     _check_options(gen, extra)
     enc_dec = parts.runtime.arch.is_encoder_decoder
     eos_ids, pad_id = special_ids(parts, gen.eos_token_id, gen.pad_token_id, tokenizer)
-    rows, row_tokenizer = _rows(input_ids, attention_mask, numbers, texts, pad_id, eos_ids, marker, config)
-    tokenizer = tokenizer or row_tokenizer
+    rows = _rows(input_ids, attention_mask, numbers, texts, pad_id, eos_ids, marker, config)
+    prompt_texts = [[] if enc_dec else row.number_texts for row in rows]
+    if parts.runtime.modules is None:  # adapters disabled: the base reads the numbers as its own tokens
+        rows = base_rows(rows, marker, tokenizer, "model.generate")
     repeat = gen.num_return_sequences or 1
     if repeat > 1 and not gen.do_sample:
         raise ValueError(
@@ -148,21 +177,22 @@ def generate_for_tuner(tuner: Any, *args: Any, **kwargs: Any) -> Any:
             "do_sample=True (numadapter has no beam search)."
         )
     rows = [row for row in rows for _ in range(repeat)]
+    prompt_texts = [texts for texts in prompt_texts for _ in range(repeat)]
     batch = pad_prompts(rows, config.num_places, pad_id, "right" if enc_dec else "left", parts.device)
     loop = _loop(parts, gen, input_ids.shape[1], eos_ids, pad_id, tokenizer)
     decode = None
     if loop.stops:
         decode = lambda ids, number_texts: tokenizer.decode(ids, number_texts=number_texts)  # noqa: E731
     prompt_ids = input_ids.repeat_interleave(repeat, 0)
-    prompt_texts = [[] if enc_dec else row.number_texts for row in rows]
-    tracker_cls = RowTracker
+    tracker_cls, end = RowTracker, None
     if streamer is not None:
         start = _sequences(parts, prompt_ids, [[] for _ in rows], pad_id)
-        tracker_cls = _streaming(streamer, start, prompt_texts, parts.num_token_id, pad_id)
+        num_id = marker if get_method(config).replaces_numbers(config) else None  # [NUM], also with adapters off
+        tracker_cls, end = _streaming(streamer, start, prompt_texts, num_id, pad_id)
     with torch.no_grad():
         tracker = run_loop(parts, batch, loop, decode, tracker_cls)
-    if streamer is not None:
-        streamer.end()
+    if end is not None:
+        end()
     sequences = _sequences(parts, prompt_ids, tracker.tokens, pad_id)
     result = SequenceNumbers(
         number_texts=[p + [n.text for n in got] for p, got in zip(prompt_texts, tracker.numbers)],
@@ -170,8 +200,6 @@ def generate_for_tuner(tuner: Any, *args: Any, **kwargs: Any) -> Any:
         stop_reasons=list(tracker.reasons),
     )
     note(sequences, result)
-    if parts.num_token_id is not None:
-        remember_generation(parts.num_token_id, pad_id, sequences.tolist(), result.number_texts)
     if gen.return_dict_in_generate:
         from transformers.generation.utils import GenerateDecoderOnlyOutput, GenerateEncoderDecoderOutput
 
@@ -181,19 +209,25 @@ def generate_for_tuner(tuner: Any, *args: Any, **kwargs: Any) -> Any:
     return sequences
 
 
-def _streaming(streamer: Any, start: torch.Tensor, prompt_texts: list[list[str]], num_id: int | None, pad_id: int):
-    """A `RowTracker` class that hands every step's tokens to a transformers streamer (``put`` / ``end``).
+def _streaming(
+    streamer: Any, start: torch.Tensor, prompt_texts: list[list[str]], num_id: int | None, pad_id: int
+) -> tuple[type[RowTracker], Callable[[], None]]:
+    """A `RowTracker` class that hands every step's tokens to a transformers streamer (``put``), and the function
+    that ends the stream (``end``).
 
     The streamer first gets `start` (``[B, T]``: the prompt ids, or T5's decoder start id), then ``[B]`` per step,
     as transformers' loop gives them. A streamer that decodes (``TextStreamer``) calls ``ntok.decode`` on the ids so
-    far; the rows generated so far are kept among the recent generations (`numadapter.tokenization.notes`), updated
-    each step, so their [NUM] tokens decode to the numbers the head produced.
+    far, as a list: each ``put`` / ``end`` runs inside a decoding scope of this generation's rows so far
+    (`numadapter.tokenization.notes.decoding`), so their [NUM] tokens decode to the numbers the head produced.
     """
     rows = [list(row) for row in start.tolist()]
-    live: list[tuple[tuple[int, ...], tuple[str, ...]]] = []
-    if num_id is not None:
-        live = remember_generation(num_id, pad_id, rows, prompt_texts)
-    streamer.put(start.cpu())
+    live = [(rows[row], list(prompt_texts[row])) for row in range(len(rows))]
+
+    def scope() -> Any:
+        return decoding(live, num_id) if num_id is not None else contextlib.nullcontext()
+
+    with scope():
+        streamer.put(start.cpu())
 
     class StreamingTracker(RowTracker):
         def record(self, tokens: list[int], numbers: dict) -> list[int]:
@@ -201,14 +235,17 @@ def _streaming(streamer: Any, start: torch.Tensor, prompt_texts: list[list[str]]
             stopped = super().record(tokens, numbers)
             for row in active:
                 rows[row].append(tokens[row])
-                if live:
-                    texts = prompt_texts[row] + [n.text for n in self.numbers[row]]
-                    live[row] = (tuple(rows[row]), tuple(texts))
+                live[row] = (rows[row], prompt_texts[row] + [n.text for n in self.numbers[row]])
             fed = [tokens[row] if row in active else pad_id for row in range(len(rows))]
-            streamer.put(torch.tensor(fed, dtype=torch.long))
+            with scope():
+                streamer.put(torch.tensor(fed, dtype=torch.long))
             return stopped
 
-    return StreamingTracker
+    def end() -> None:
+        with scope():
+            streamer.end()
+
+    return StreamingTracker, end
 
 
 def _number_tokenizer(tokenizer: Any, parts: AdapterParts) -> Any:
@@ -227,21 +264,15 @@ def _number_tokenizer(tokenizer: Any, parts: AdapterParts) -> Any:
     return tokenizer
 
 
-def _prompt_numbers(
-    input_ids: torch.Tensor, given: dict[str, torch.Tensor], number_texts: Any, tokenizer: Any
-) -> tuple[dict[str, torch.Tensor] | None, Any, Any]:
-    """The prompt's number tensors (``[B, T]``, ``num_digits`` ``[B, T, P]``) and texts: given, or noted on this
-    `input_ids` tensor by the NumberTokenizer; else None (`_rows` then matches the rows to the tokenizer's recent
-    encodings, or refuses). Returns ``(numbers or None, number_texts or None, tokenizer)``."""
-    if given:
-        missing = [key for key in SIDE_KEYS if key not in given]
-        if missing:
-            raise ValueError(f"model.generate got {sorted(given)} but not {missing}: {FIX}.")
-        return given, number_texts, tokenizer
-    found = noted(input_ids)
-    if isinstance(found, PromptNumbers):
-        return found.numbers, found.number_texts, tokenizer or found.tokenizer
-    return None, None, tokenizer  # `_rows` looks each row up among the noted rows, or refuses
+def _prompt_numbers(given: dict[str, torch.Tensor], number_texts: Any) -> tuple[dict[str, torch.Tensor] | None, Any]:
+    """The prompt's number tensors (``[B, T]``, ``num_digits`` ``[B, T, P]``) and texts as given; ``(None, None)``
+    when none were given (`_rows` then refuses rows that hold a marker)."""
+    if not given:
+        return None, None
+    missing = [key for key in SIDE_KEYS if key not in given]
+    if missing:
+        raise ValueError(f"model.generate got {sorted(given)} but not {missing}: {FIX}.")
+    return given, number_texts
 
 
 def _check_options(gen: Any, extra: dict[str, Any]) -> None:
@@ -318,11 +349,9 @@ def _rows(
     eos_ids: list[int],
     marker: int,
     config: Any,
-) -> tuple[list[PromptRow], Any]:
-    """The unpadded prompt rows of a padded batch (left or right padding), with their number values and texts, and
-    the NumberTokenizer of noted rows (None when none was looked up). Without `numbers`, a batch whose rows hold
-    markers is matched to the rows the NumberTokenizer encoded last (`numadapter.tokenization.notes.noted_rows`) or
-    refused."""
+) -> list[PromptRow]:
+    """The unpadded prompt rows of a padded batch (left or right padding), with their number values and texts.
+    Without `numbers`, a batch whose rows hold markers is refused: ids are never matched to numbers by value."""
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)
         if pad_id not in eos_ids:  # as transformers infers it
@@ -353,19 +382,14 @@ def _rows(
             row_texts = _texts_from_digits(row_sides, ids, marker, config) if count else []
         rows.append(PromptRow(ids, row_sides, row_texts if method.replaces_numbers(config) else []))
     counts = [row.ids.count(marker) for row in rows]
-    if side is not None or not any(counts):
-        return rows, None
-    found = noted_rows([row.ids for row in rows])
-    if found is None:
+    if side is None and any(counts):
         b = next(b for b, count in enumerate(counts) if count)
-        token = method.marker_token(config)
         raise ValueError(
-            f"input_ids row {b} holds {counts[b]} {token} token(s) but model.generate got no number tensors "
-            f"(num_mask, num_digits, num_sign, num_values), so their numbers are unknown: {FIX}."
+            f"input_ids row {b} holds {counts[b]} {method.marker_token(config)} token(s) but model.generate got no "
+            "number tensors (num_mask, num_digits, num_sign, num_values), so their numbers are unknown (prompts that "
+            f"differ only in their numbers have the same ids; a copy of the ids carries no numbers): {FIX}."
         )
-    texts = [row.number_texts if method.replaces_numbers(config) else [] for row in found]
-    rows = [PromptRow(row.ids, got.sides, text) for row, got, text in zip(rows, found, texts)]
-    return rows, found[0].tokenizer
+    return rows
 
 
 def _texts_from_digits(sides: dict[str, torch.Tensor] | None, ids: list[int], marker: int, config: Any) -> list[str]:

@@ -57,7 +57,12 @@ class PromptRow:
 
 
 def encode_prompts(
-    ntok: NumberTokenizer, prompts: list[str], pad_id: int, padding_side: str, device: torch.device
+    ntok: NumberTokenizer,
+    prompts: list[str],
+    pad_id: int,
+    padding_side: str,
+    device: torch.device,
+    base: bool = False,
 ) -> PromptBatch:
     """Encodes `prompts` with `ntok` and pads ids, mask and side tensors together.
 
@@ -67,6 +72,7 @@ def encode_prompts(
         pad_id: the id written into padding positions (masked out, never attended to).
         padding_side: ``"left"`` (causal LMs) or ``"right"`` (T5 encoder).
         device: where the tensors go.
+        base: the adapters are disabled: numbers become the base tokenizer's own tokens (`base_rows`).
 
     Returns:
         The `PromptBatch`.
@@ -85,8 +91,55 @@ def encode_prompts(
         texts = list(enc["number_texts"][b])
         sides = {key: enc[key][b] for key in SIDE_KEYS} if texts and ntok.marker_token_id is not None else None
         rows.append(PromptRow(list(ids), sides, texts))
+    if base and ntok.marker_token_id is not None:
+        rows = base_rows(rows, ntok.marker_token_id, ntok, "numadapter.generate")
     places = ntok.config.num_places if ntok.marker_token_id is not None else None
     return pad_prompts(rows, places, pad_id, padding_side, device)
+
+
+def base_rows(rows: list[PromptRow], marker: int, ntok: NumberTokenizer | None, caller: str) -> list[PromptRow]:
+    """The prompts as the base model reads them, for generation with the adapters disabled
+    (``with model.disable_adapter():``): the base has no number embedding, so a [NUM] / [AGG] would reach it as a
+    bare token row. A row with a marker is decoded with its numbers and the text re-tokenized by the base tokenizer
+    (``ntok.tokenizer``; its leading and trailing special tokens, bos / eos, are kept as they are), which gives the
+    ids the base tokenizer gives the prompt text. The rows returned carry no number values.
+
+    Args:
+        rows: the prompts (ids with markers, their number values and texts).
+        marker: the [NUM] / [AGG] id.
+        ntok: the `NumberTokenizer` (None when unknown).
+        caller: what is generating, for the error.
+
+    Raises:
+        ValueError: a row holds a marker and `ntok` is None.
+    """
+    if not any(marker in row.ids for row in rows):
+        return rows
+    if ntok is None:
+        raise ValueError(
+            f"{caller} under `with model.disable_adapter():` runs the base model, which reads each prompt number as "
+            "its own tokens, so the prompt must be re-tokenized with the NumberTokenizer: pass tokenizer=ntok, or "
+            "the tensors ntok returned (model.generate(**ntok(prompts, return_tensors='pt', padding=True)))."
+        )
+    special = set(ntok.tokenizer.all_special_ids) - {marker}
+    converted = []
+    for row in rows:
+        ids = list(row.ids)
+        if marker not in ids:
+            converted.append(PromptRow(ids, None, []))
+            continue
+        start, end = 0, len(ids)
+        while start < end and ids[start] in special:
+            start += 1
+        while end > start and ids[end - 1] in special:
+            end -= 1
+        text = ntok.decode(
+            ids[start:end], number_texts=row.number_texts if ntok.num_token_id is not None else None,
+            skip_special_tokens=False, clean_up_tokenization_spaces=False,
+        )  # fmt: skip
+        middle = ntok.tokenizer(text, add_special_tokens=False)["input_ids"]
+        converted.append(PromptRow(ids[:start] + middle + ids[end:], None, []))
+    return converted
 
 
 def pad_prompts(

@@ -3,8 +3,9 @@
 The room holds the tokenizer (`numadapter.tokenization.tokenizer`) and the mixins it is built from:
 `numadapter.tokenization.encoding` (numbers -> marker tokens and side tensors), `numadapter.tokenization.decoding`
 (ids -> text with the numbers spliced back), `numadapter.tokenization.notes` (the numbers that travel with id
-tensors through ``model.generate`` and pipelines) and `numadapter.tokenization.options` (transformers' tokenizer
-options and chat templates). docs/DESIGN.md, "Tokenization", describes them.
+tensors through ``model.generate`` and pipelines), `numadapter.tokenization.options` (transformers' tokenizer
+options and chat templates) and `numadapter.tokenization.pipeline_task` (registers
+``pipeline("number-text-generation")``). docs/DESIGN.md, "Tokenization", describes them.
 
 This package was the module ``numadapter/tokenization.py``; it exports the same names, so
 ``from numadapter.tokenization import NumberTokenizer`` works as before. The old modules
@@ -12,6 +13,7 @@ This package was the module ``numadapter/tokenization.py``; it exports the same 
 ``numadapter.tokenizer_options`` are aliases of the moved ones.
 """
 
+from numadapter.tokenization import pipeline_task  # noqa: F401  (registers pipeline("number-text-generation"))
 from numadapter.tokenization.tokenizer import CONFIG_NAME, SAVED_FIELDS, NumberTokenizer, render_number
 
 __all__ = ["CONFIG_NAME", "SAVED_FIELDS", "NumberTokenizer", "render_number"]

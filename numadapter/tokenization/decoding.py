@@ -10,12 +10,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from numadapter.numbers import ExactNumber
-from numadapter.tokenization.notes import (
-    PromptNumbers,
-    SequenceNumbers,
-    find_batch_number_texts,
-    find_number_texts,
-    noted,
+from numadapter.tokenization.notes import PromptNumbers, SequenceNumbers, noted, texts_in_scope, texts_of
+
+NO_NUMBERS = (
+    "numbers are never looked up from the ids' values, and a copy of a tensor (.clone(), .to(device), .tolist(), "
+    "torch.tensor(list)) carries none: decode the tensor NumberTokenizer or model.generate returned, or a row or "
+    "slice of it (ntok.decode(output[0]), ntok.batch_decode(output[:, prompt_len:])); pass number_texts= (e.g. "
+    "numadapter.generation.numbers_of(output).number_texts[row]) or num_digits= (+ num_sign); for pipelines use "
+    "pipeline('number-text-generation', model=model, tokenizer=ntok), which carries the numbers"
 )
 
 
@@ -58,8 +60,9 @@ class NumberDecoding:
                 options, as pipelines pass them).
 
         Without any of the number arguments, the numbers come from where numadapter noted them
-        (`numadapter.tokenization.notes`): the tensor `NumberTokenizer` returned, the output of ``model.generate``, or
-        a suffix of a row that ``model.generate`` returned recently (``output[0]``, ``output[0, prompt_len:]``).
+        (`numadapter.tokenization.notes`): the tensor `NumberTokenizer` or ``model.generate`` returned, or a view of
+        it (``enc["input_ids"][0]``, ``output[0, prompt_len:]``). Ids are never matched to numbers by value: a copy
+        or a list of ids with [NUM] needs `number_texts` or `num_digits`.
 
         Returns:
             The text.
@@ -82,11 +85,9 @@ class NumberDecoding:
         **kwargs: Any,
     ) -> list[str]:
         """`decode` for a batch: a batched `BatchEncoding`/dict, a [B, T] tensor, a list of id lists, or the output
-        of ``model.generate`` (its numbers are rendered)."""
+        of ``model.generate`` or a view of it (its numbers are rendered)."""
         ids, texts, digits, signs = self._unpack(sequences, number_texts, num_digits, num_sign, batched=True)
         options = _decode_options(skip_special_tokens, clean_up_tokenization_spaces, kwargs)
-        if texts is None and digits is None and self.num_token_id is not None:
-            texts = find_batch_number_texts(ids, self.num_token_id)
         return [
             self._decode_row(
                 row,
@@ -98,14 +99,17 @@ class NumberDecoding:
             for b, row in enumerate(ids)
         ]
 
-    @staticmethod
-    def _unpack(source, number_texts, num_digits, num_sign, batched: bool):
+    def _unpack(self, source, number_texts, num_digits, num_sign, batched: bool):
         if number_texts is None and num_digits is None:
             found = noted(source)
-            if found is None and isinstance(source, Mapping):
-                found = noted(source.get("input_ids", source.get("sequences")))
             if isinstance(found, (SequenceNumbers, PromptNumbers)):
                 number_texts = found.number_texts
+            elif isinstance(source, Mapping) and source.get("number_texts") is None and self.num_token_id is not None:
+                number_texts = texts_of(source.get("input_ids", source.get("sequences")), self.num_token_id)
+            elif self.num_token_id is not None:
+                number_texts = texts_of(source, self.num_token_id)  # the noted tensor or a view of it
+                if number_texts is not None and getattr(source, "dim", lambda: 2)() == 1:
+                    number_texts = number_texts[0]
         if isinstance(source, Mapping):
             number_texts = source.get("number_texts") if number_texts is None else number_texts
             num_digits = source.get("num_digits") if num_digits is None else num_digits
@@ -147,13 +151,12 @@ class NumberDecoding:
         if not positions:
             return []
         if digits is None:
-            texts = find_number_texts(ids, self.num_token_id)
+            texts = texts_in_scope(ids, self.num_token_id)  # a streamer or the pipeline decoding a generation's ids
             if texts is not None:
                 return texts
             raise ValueError(
-                f"Decoding {len(positions)} {self.config.num_token} tokens needs their numbers: pass number_texts "
-                "(the surface forms) or num_digits (+ num_sign) aligned with the ids, or decode the tensor "
-                "NumberTokenizer or model.generate returned (ntok.batch_decode(output))."
+                f"Decoding {len(positions)} {self.config.num_token} tokens needs their numbers, and these ids carry "
+                f"none: {NO_NUMBERS}."
             )
         return [render_place_digits(digits[t], 1 if signs is None else int(signs[t]), self.config) for t in positions]
 

@@ -1,35 +1,36 @@
 """Numbers that travel with token-id tensors between `NumberTokenizer`, ``model.generate`` and ``decode``.
 
-Hugging Face code passes ids alone where numadapter needs ids *and* numbers: ``pipeline("text-generation")`` hands
-``model.generate`` only ``input_ids`` and ``attention_mask`` of the tokenizer's output, and decodes the generated
-ids as plain lists (``tokenizer.decode(sequence[prompt_length:])``); users write ``tokenizer.decode(out[0])``. Two
-records bridge those gaps without changing what the tensors are:
+Ids are never matched to numbers by value: two prompts that differ only in their numbers ("The year 1969 ...",
+"The year 2001 ...") have the same ids, so ids alone cannot say which numbers they hold. Numbers travel in three
+ways only:
 
-- **Tensor notes** (`note`, `noted`): the ``input_ids`` tensor that `NumberTokenizer` returns (``return_tensors="pt"``)
-  is noted with its number tensors and surface forms, and the ``sequences`` tensor ``model.generate`` returns with
-  the text of every [NUM] of every row. Notes are keyed by the tensor object and dropped when it is garbage
-  collected (a weak reference; nothing is attached to the tensor, so pickling and ``torch.save`` are unaffected).
-  A copy of the tensor (``.to("cuda")``, a pipeline's re-padded batch) is another object: `noted_rows` matches its
-  rows, in order, to the most recent rows the tokenizer encoded with exactly these ids (the last
-  `RECENT_PROMPT_ROWS` rows are kept).
-- **Recent generations** (`remember_generation`, `find_number_texts`): the rows of the last `RECENT` generate calls,
-  so that a list of ids cut from one (a suffix of a row: ``out[0]``, ``out[0, prompt_len:]``, what pipelines decode)
-  gets its numbers back. When it fits several rows of that call with different numbers (identical completions of
-  templated prompts), rows are matched in order, as pipelines and ``for row in output`` decode them; a piece that
-  fits only rows already matched raises an error rather than guess.
+- **With the batch**: the number tensors and ``number_texts`` of the `NumberTokenizer` output
+  (``model.generate(**ntok(...))``, ``ntok.decode(enc)``, the number-aware pipeline
+  `numadapter.generation.pipeline.NumberTextGenerationPipeline`).
+- **Tensor notes** (`note`, `noted`, `texts_of`): the ``input_ids`` tensor that `NumberTokenizer` returns
+  (``return_tensors="pt"``) and the ``sequences`` tensor ``model.generate`` returns are noted with the text of every
+  [NUM] of every row, so ``ntok.decode(out[0])`` and ``ntok.batch_decode(out[:, prompt_len:])`` render their numbers.
+  A note belongs to the tensor's memory: the noted tensor itself and its views (rows, column slices: the same
+  storage) find it, as long as the ids there are still those noted; a copy (``.clone()``, ``.to("cuda")``,
+  ``.tolist()``, ``torch.tensor(list)``) is new memory and finds nothing, so decoding it raises instead of guessing.
+  Notes are dropped when the tensor is garbage collected (a weak reference; nothing is attached to the tensor, so
+  pickling and ``torch.save`` are unaffected).
+- **A decoding scope** (`decoding`, `texts_in_scope`): while numadapter itself hands ids as lists to code that
+  decodes them (a transformers streamer's ``put`` during ``model.generate``, the pipeline's postprocessing), it
+  opens a scope with the rows of that one generation; a list decoded inside it that is a prefix or suffix of one of
+  those rows gets that row's numbers. Outside such a call nothing is remembered.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import weakref
-from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-
-RECENT = 16
 
 
 @dataclass
@@ -59,170 +60,202 @@ class SequenceNumbers:
     stop_reasons: list[str] = field(default_factory=list)
 
 
-RECENT_PROMPT_ROWS = 256
-_notes: dict[int, tuple[weakref.ref, Any]] = {}
-_recent_prompts: deque[tuple[torch.Tensor, PromptNumbers]] = deque()
-_prompt_rows = [0]  # rows in _recent_prompts
-_recent: deque[GenerationRecord] = deque(maxlen=RECENT)
+@dataclass
+class DigitsGeneration:
+    """What ``model.generate`` of an ``encoding="digits"`` adapter notes on its output: numbers are ordinary digit
+    tokens there, so there is no number record, only the fact (for `numadapter.generation.numbers_of`'s error)."""
+
+    prompt_length: int
 
 
-def note(tensor: torch.Tensor, payload: Any) -> None:
-    """Records `payload` for `tensor` until the tensor is garbage collected."""
-    key = id(tensor)
+@dataclass
+class _Note:
+    ref: weakref.ref
+    payload: Any
+    ids: torch.Tensor | None  # CPU copy of the noted ids [N, L] (tensors only)
 
-    def forget(ref: weakref.ref, key: int = key) -> None:
+
+_notes: dict[int, _Note] = {}  # id(object) -> note
+_by_storage: dict[int, set[int]] = {}  # storage data_ptr -> ids of the noted tensors in it
+
+
+def _storage_key(tensor: torch.Tensor) -> int:
+    return tensor.untyped_storage().data_ptr()
+
+
+def note(obj: Any, payload: Any) -> None:
+    """Records `payload` for `obj` (a ``[N, L]`` id tensor, or a ``ModelOutput``) until it is garbage collected.
+
+    For a tensor, a copy of its ids is kept, so that a view finds the note only while the ids there are unchanged.
+    """
+    key = id(obj)
+    storage = _storage_key(obj) if isinstance(obj, torch.Tensor) and obj.numel() else None
+
+    def forget(ref: weakref.ref, key: int = key, storage: int | None = storage) -> None:
         entry = _notes.get(key)
-        if entry is not None and entry[0] is ref:
+        if entry is not None and entry.ref is ref:
             del _notes[key]
+        if storage is not None:
+            keys = _by_storage.get(storage)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del _by_storage[storage]
 
-    _notes[key] = (weakref.ref(tensor, forget), payload)
+    ids = None
+    if isinstance(obj, torch.Tensor):
+        ids = obj.detach().to("cpu", copy=True)
+    _notes[key] = _Note(weakref.ref(obj, forget), payload, ids)
+    if storage is not None and ids is not None and ids.dim() == 2:
+        _by_storage.setdefault(storage, set()).add(key)
 
 
-def note_prompts(input_ids: torch.Tensor, payload: PromptNumbers) -> None:
-    """Notes a `NumberTokenizer` batch: on its ``input_ids`` tensor (`note`), and among the recent batches (at most
-    `RECENT_PROMPT_ROWS` rows in all), which `noted_rows` searches for copies (a pipeline collates single prompts
-    into a new padded batch and drops them)."""
-    note(input_ids, payload)
-    _recent_prompts.append((input_ids, payload))
-    _prompt_rows[0] += input_ids.shape[0]
-    while len(_recent_prompts) > 1 and _prompt_rows[0] > RECENT_PROMPT_ROWS:
-        _prompt_rows[0] -= _recent_prompts.popleft()[0].shape[0]
-
-
-def noted(tensor: Any) -> Any:
-    """The payload noted for this very tensor object, or None."""
-    entry = _notes.get(id(tensor))
-    if entry is None or entry[0]() is not tensor:
+def noted(obj: Any) -> Any:
+    """The payload noted for this very object, or None."""
+    entry = _notes.get(id(obj))
+    if entry is None or entry.ref() is not obj:
         return None
-    return entry[1]
+    return entry.payload
 
 
 @dataclass
-class NotedRow:
-    """One unpadded row of a noted `NumberTokenizer` batch: side values ``[T]`` (``num_digits`` ``[T, P]``), the
-    numbers' surface forms, and the tokenizer."""
+class _Place:
+    """Where a tensor lies inside a noted ``[N, L]`` tensor: the noted rows it covers and its first column."""
 
-    sides: dict[str, torch.Tensor]
-    number_texts: list[str]
-    tokenizer: Any
+    rows: list[int]
+    column: int
 
 
-def noted_rows(rows: Sequence[Sequence[int]]) -> list[NotedRow] | None:
-    """The numbers of a batch of unpadded id rows, from the most recent `NumberTokenizer` rows that have exactly
-    these ids in this order (a copy of a noted batch moved to another device, or single prompts re-padded into one
-    batch, as pipelines do); None when no such run of rows was encoded among the last `RECENT_PROMPT_ROWS` rows.
+def _place(piece: torch.Tensor, owner: torch.Tensor) -> _Place | None:
+    """The rows and first column of `piece` inside `owner` when `piece` is a view of whole or partial rows of it
+    (``owner[r]``, ``owner[a:b, c:]``, ``owner[r, c:]``, ...): same storage and dtype, unit column stride, each row of
+    `piece` inside one row of `owner`. None for any other layout (a column, a transpose, an expansion)."""
+    if piece.dtype != owner.dtype or owner.dim() != 2 or piece.dim() not in (1, 2) or owner.stride(1) != 1:
+        return None
+    rows_owned, width, row_stride = owner.shape[0], owner.shape[1], owner.stride(0)
+    if row_stride < width or row_stride <= 0:
+        return None
+    matrix = piece if piece.dim() == 2 else piece.unsqueeze(0)
+    count, length = matrix.shape
+    if count == 0 or length == 0 or (length > 1 and matrix.stride(1) != 1):
+        return None
+    offset = piece.storage_offset() - owner.storage_offset()
+    if offset < 0:
+        return None
+    first, column = divmod(offset, row_stride)
+    if column + length > width:
+        return None
+    step = 1
+    if count > 1:
+        step, rest = divmod(matrix.stride(0), row_stride)
+        if rest or step < 1:
+            return None
+    rows = [first + i * step for i in range(count)]
+    if rows[-1] >= rows_owned:
+        return None
+    return _Place(rows, column)
 
-    The order matters: ``ntok("x = 5")``, ``ntok("x = 7")`` then a batch of their two rows gets 5 and 7, because the
-    rows are matched to the encodings in sequence, never by ids alone.
+
+def texts_of(ids: Any, marker: int) -> list[list[str]] | None:
+    """The [NUM] texts of each row of `ids` (``[B, T]``, or ``[T]``: one row), when `ids` is a noted tensor or a view
+    of one (`note`) whose ids are still the noted ones; None otherwise (a copy, a list, an unknown tensor).
+
+    Args:
+        ids: a tensor.
+        marker: the [NUM] id (the texts of the [NUM] before the piece's first column are skipped).
     """
-    wanted = [tuple(row) for row in rows]
-    flat: list[tuple[tuple[int, ...], PromptNumbers, int, torch.Tensor]] = []
-    for tensor, payload in _recent_prompts:
-        ids_cpu = tensor.detach().cpu()
-        mask = payload.attention_mask.cpu().bool() if payload.attention_mask is not None else None
-        for r in range(ids_cpu.shape[0]):
-            kept = mask[r] if mask is not None else torch.ones_like(ids_cpu[r], dtype=torch.bool)
-            flat.append((tuple(ids_cpu[r][kept].tolist()), payload, r, kept))
-    for end in range(len(flat), len(wanted) - 1, -1):
-        window = flat[end - len(wanted) : end]
-        if all(row[0] == ids for row, ids in zip(window, wanted)):
-            return [
-                NotedRow(
-                    {key: value[r][kept.to(value.device)].cpu() for key, value in payload.numbers.items()},
-                    list(payload.number_texts[r]),
-                    payload.tokenizer,
-                )
-                for _, payload, r, kept in window
-            ]
+    if not isinstance(ids, torch.Tensor) or ids.numel() == 0:
+        return None
+    candidates = [id(ids)] + sorted(_by_storage.get(_storage_key(ids), ()))
+    for key in dict.fromkeys(candidates):
+        entry = _notes.get(key)
+        owner = entry.ref() if entry is not None else None
+        if not isinstance(owner, torch.Tensor) or entry.ids is None or entry.ids.dim() != 2:
+            continue
+        if owner is not ids and _storage_key(owner) != _storage_key(ids):
+            continue
+        place = _place(ids, owner)
+        texts = getattr(entry.payload, "number_texts", None)
+        if place is None or texts is None:
+            continue
+        if not torch.equal(owner.detach()[place.rows].cpu(), entry.ids[place.rows]):
+            continue  # written over in place since it was noted
+        found = []
+        for row in place.rows:
+            before = entry.ids[row, : place.column].tolist().count(marker)
+            inside = entry.ids[row, place.column : place.column + ids.shape[-1]].tolist().count(marker)
+            found.append(list(texts[row][before : before + inside]))
+        return found
     return None
 
 
-@dataclass
-class GenerationRecord:
-    """The rows of one generate call: ``(ids, texts of its [NUM])`` per row, and the next row to match first when a
-    decoded piece fits several rows with different numbers (rows are decoded in order: pipelines, loops)."""
-
-    num_token_id: int
-    pad_id: int | None
-    rows: list[tuple[tuple[int, ...], tuple[str, ...]]]
-    cursor: int = 0
-
-
-def remember_generation(
-    num_token_id: int, pad_id: int | None, rows: Sequence[Sequence[int]], texts: Sequence[Sequence[str]]
-) -> list[tuple[tuple[int, ...], tuple[str, ...]]]:
-    """Keeps the rows of one generate call (ids and the text of each [NUM]) among the last `RECENT` calls.
-
-    Returns:
-        The kept list of ``(ids, texts)`` per row; replacing its entries updates the record (streaming).
-    """
-    record = GenerationRecord(num_token_id, pad_id, [(tuple(r), tuple(t)) for r, t in zip(rows, texts)])
-    _recent.append(record)
-    return record.rows
-
-
-def _strip(ids: Sequence[int], pad_id: int | None) -> tuple[int, ...]:
-    ids = tuple(ids)
-    end = len(ids)
-    while pad_id is not None and end and ids[end - 1] == pad_id:
-        end -= 1
-    return ids[:end]
-
-
-def _suffix_texts(ids: tuple[int, ...], count: int, row: tuple[int, ...], texts: tuple[str, ...], pad_id: int | None):
-    """The texts of the last `count` [NUM] of `row` when `row` ends with `ids` (trailing padding ignored)."""
-    wanted, row = _strip(ids, pad_id), _strip(row, pad_id)
-    if len(wanted) <= len(row) and row[len(row) - len(wanted) :] == wanted and count <= len(texts):
-        return texts[len(texts) - count :] if count else ()
+def noted_in_storage(tensor: torch.Tensor) -> Any:
+    """The payload of the noted tensor whose memory `tensor` is exactly (the same storage, offset and size: a
+    reshape of it, as pipelines make), or None."""
+    if not isinstance(tensor, torch.Tensor) or tensor.numel() == 0:
+        return None
+    for key in sorted(_by_storage.get(_storage_key(tensor), ())):
+        entry = _notes.get(key)
+        owner = entry.ref() if entry is not None else None
+        if (
+            isinstance(owner, torch.Tensor)
+            and owner.storage_offset() == tensor.storage_offset()
+            and owner.numel() == tensor.numel()
+            and owner.is_contiguous()
+            and tensor.is_contiguous()
+        ):
+            return entry.payload
     return None
 
 
-def find_number_texts(ids: Sequence[int], num_token_id: int) -> list[str] | None:
-    """The [NUM] texts of `ids` when they end a remembered generated row (trailing padding ignored).
+# -- a decoding scope ----------------------------------------------------------------------------------------------
+_scope: contextvars.ContextVar[tuple[Sequence[tuple[Sequence[int], Sequence[str]]], int] | None]
+_scope = contextvars.ContextVar("numadapter_decoding_scope", default=None)
 
-    The most recent generate call with such a row answers; older calls are searched only when it has none. When
-    `ids` end several of its rows with different numbers (identical completions, e.g. ``output[:, prompt_len:]`` of
-    templated prompts), they are matched in row order: the first such row after the last one matched this way, as
-    pipelines and ``for row in output`` decode them.
 
-    Returns:
-        One text per [NUM] of `ids`, or None when no remembered row ends with `ids`.
+@contextlib.contextmanager
+def decoding(rows: Sequence[tuple[Sequence[int], Sequence[str]]], marker: int) -> Iterator[None]:
+    """Within this block, `texts_in_scope` finds the numbers of ids that are a prefix or suffix of one of `rows`.
+
+    Args:
+        rows: ``(ids, texts of every [NUM] of the ids)`` per row of one generation; the sequence may be updated in
+            place while the block runs (a streamer's rows grow each step).
+        marker: the [NUM] id.
+    """
+    token = _scope.set((rows, marker))
+    try:
+        yield
+    finally:
+        _scope.reset(token)
+
+
+def texts_in_scope(ids: Sequence[int], marker: int) -> list[str] | None:
+    """The [NUM] texts of `ids` when a `decoding` block is open and `ids` are a suffix (``row[prompt_len:]``, what
+    streamers and pipelines decode) or a prefix of one of its rows; None when no block is open or no row fits.
 
     Raises:
-        ValueError: `ids` end several rows with different numbers and none of them comes after the last match.
+        ValueError: `ids` fit several rows of the block with different numbers.
     """
-    ids = tuple(ids)
-    count = ids.count(num_token_id)
-    for record in reversed(_recent):
-        if record.num_token_id != num_token_id:
+    scope = _scope.get()
+    if scope is None or scope[1] != marker:
+        return None
+    ids = [int(i) for i in ids]
+    count, size = ids.count(marker), len(ids)
+    found = []
+    for row, texts in scope[0]:
+        row, texts = list(row), list(texts)
+        if size > len(row) or count > len(texts):
             continue
-        found = [(i, t) for i, (row, texts) in enumerate(record.rows)
-                 if (t := _suffix_texts(ids, count, row, texts, record.pad_id)) is not None]  # fmt: skip
-        if not found:
-            continue
-        if len({t for _, t in found}) == 1:
-            return list(found[0][1])
-        later = [(i, t) for i, t in found if i >= record.cursor]
-        if not later:
-            raise ValueError(
-                f"these ids are the end of {len(found)} generated sequences with different numbers, so their numbers "
-                "cannot be recovered from the ids: decode the whole output of model.generate with "
-                "number_tokenizer.batch_decode(output), or pass number_texts=..."
-            )
-        record.cursor = later[0][0] + 1
-        return list(later[0][1])
-    return None
-
-
-def find_batch_number_texts(batch: Sequence[Sequence[int]], num_token_id: int) -> list[list[str]] | None:
-    """Per row, the [NUM] texts of a batch cut from the output of one recent generate call (row b of `batch` ends
-    row b of that output, e.g. ``output[:, prompt_len:]``); None when no remembered call fits row by row."""
-    batch = [tuple(row) for row in batch]
-    for record in reversed(_recent):
-        if record.num_token_id != num_token_id or len(record.rows) != len(batch):
-            continue
-        rows, pad_id = record.rows, record.pad_id
-        got = [_suffix_texts(ids, ids.count(num_token_id), *row, pad_id) for ids, row in zip(batch, rows)]
-        if all(t is not None for t in got):
-            return [list(t) for t in got]
-    return None
+        if row[len(row) - size :] == ids:
+            found.append(tuple(texts[len(texts) - count :]) if count else ())
+        elif row[:size] == ids:
+            found.append(tuple(texts[:count]))
+    if not found:
+        return None
+    if len(set(found)) > 1:
+        raise ValueError(
+            f"these ids are part of {len(found)} generated sequences with different numbers, so their numbers are "
+            "unknown: decode the output of model.generate itself (ntok.batch_decode(output), ntok.decode(output[i])) "
+            "or pass number_texts=..."
+        )
+    return list(found[0])

@@ -61,7 +61,7 @@ from numadapter.methods.registry import get_method
 from numadapter.numbers import ExactNumber
 from numadapter.tokenization.decoding import NumberDecoding
 from numadapter.tokenization.encoding import ASCII_DIGITS, NumberEncoding
-from numadapter.tokenization.notes import PromptNumbers, note_prompts
+from numadapter.tokenization.notes import PromptNumbers, note
 from numadapter.tokenization.options import TransformersOptions, check_unsupported
 from numadapter.wire import SIDE_FIELDS as SIDE_KEYS
 
@@ -268,8 +268,9 @@ class NumberTokenizer(NumberEncoding, NumberDecoding, TransformersOptions):
                 accepted, anything else raises a `ValueError` naming it.
 
         The ``input_ids`` tensor of ``return_tensors="pt"`` is noted with its numbers
-        (`numadapter.tokenization.notes`), so ``model.generate(input_ids=..., attention_mask=...)`` and ``decode`` find
-        them (pipelines pass ids only).
+        (`numadapter.tokenization.notes`), so ``decode`` of it or of a row of it (``enc["input_ids"][0]``) renders
+        them; a copy carries none. ``model.generate`` takes the numbers from the number tensors of this output
+        (``model.generate(**enc)``), never from the ids.
 
         Returns:
             A `BatchEncoding` with ``input_ids``, ``attention_mask``, ``num_mask`` [B, T], ``num_digits``
@@ -312,7 +313,7 @@ class NumberTokenizer(NumberEncoding, NumberDecoding, TransformersOptions):
             data["number_texts"] = number_texts
             if self.marker_token_id is not None:
                 sides = {key: data[key] for key in SIDE_KEYS}
-                note_prompts(data["input_ids"], PromptNumbers(sides, number_texts, self, data["attention_mask"]))
+                note(data["input_ids"], PromptNumbers(sides, number_texts, self, data["attention_mask"]))
         else:
             side = self._side_lists(ids, numbers)
             data = {"input_ids": ids, "attention_mask": mask, **side, "number_texts": number_texts}

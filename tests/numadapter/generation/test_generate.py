@@ -490,6 +490,34 @@ def test_disabled_adapter_generates_like_the_base_model(store):
     assert out.numbers == [[]] * len(PLAIN)
 
 
+@pytest.mark.parametrize("family,encoding", [("llama", "fone"), ("t5", "fone"), ("llama", "digits")])
+def test_disabled_adapter_reads_prompt_numbers_as_the_base_tokens(store, family, encoding):
+    """Under ``disable_adapter`` the base model has no number embedding: both entry points give it the prompt as its
+    own tokenizer tokenizes the text, and generate what the plain base generates. Before, it was fed [NUM] / [AGG]
+    as bare token rows (other tokens), and numadapter.generate then failed on the prompt's number_texts."""
+    model, ntok = build(store, family, encoding)
+    prompts = [PROMPTS[0], PROMPTS[3], PROMPTS[1]]  # two with numbers, one without
+    side = "right" if family == "t5" else "left"
+    enc = ntok.tokenizer(prompts, padding=True, padding_side=side, return_tensors="pt")
+    with torch.no_grad():
+        theirs = store.base(family, False).generate(**enc, max_new_tokens=6, min_new_tokens=6, do_sample=False)
+    start = 1 if family == "t5" else enc["input_ids"].shape[1]
+    want = theirs[:, start:].tolist()
+    batch = ntok(prompts, return_tensors="pt", padding=True, padding_side=side)
+    assert (batch["input_ids"] == ntok.marker_token_id).sum() == 3  # the markers the base must not see
+    with model.disable_adapter():
+        out = generate(model, ntok, prompts, max_new_tokens=6, min_new_tokens=6, return_dict=True)
+        seq = model.generate(**batch, max_new_tokens=6, min_new_tokens=6)
+        with pytest.raises(ValueError, match=r"under `with model.disable_adapter\(\):` runs the base model.*"
+                           r"tokenizer=ntok"):  # fmt: skip
+            model.generate(**{k: v.clone() for k, v in batch.items() if k != "number_texts"}, max_new_tokens=2)
+    assert out.token_ids == want
+    new = seq[:, 1:] if family == "t5" else seq[:, batch["input_ids"].shape[1] :]
+    assert new.tolist() == want
+    if family != "t5":
+        assert out.texts[0].startswith(PROMPTS[0]) and ntok.batch_decode(seq) == out.texts
+
+
 # -- errors --------------------------------------------------------------------------------------------------------
 def test_beam_search_is_refused(store):
     model, ntok = build(store, "llama", "fone")

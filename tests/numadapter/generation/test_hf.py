@@ -67,7 +67,7 @@ def test_model_generate_gives_the_ids_and_numbers_of_numadapter_generate(store, 
         assert got.stop_reasons == ref.stop_reasons
         texts = ntok.batch_decode(out)
         assert texts == (ref.completions if family == "t5" else [p + c for p, c in zip(prompts, ref.completions)])
-        assert ntok.decode(out[0]) == texts[0]  # a row of the output, found among the recent generations
+        assert ntok.decode(out[0]) == texts[0]  # a row of the output: a view of the noted tensor
         assert ntok.batch_decode(out[:, start:]) == ref.completions or family == "t5"
 
 
@@ -215,33 +215,45 @@ def test_streamer_receives_every_token_and_decodes_the_numbers(store, family, ca
     assert all(str(number) in printed for number in ref.numbers[0])
 
 
-def test_ids_and_mask_alone_find_the_numbers_of_the_tokenizer_batch(store):
-    """Pipelines pass input_ids and attention_mask only, after moving them (a copy) or re-padding single prompts
-    into a batch: the numbers are found row by row among the live NumberTokenizer outputs."""
+def test_ids_without_their_number_tensors_are_refused_whatever_tensor_holds_them(store):
+    """Ids alone never get numbers: not the tensor NumberTokenizer returned, nor its copies (``.clone()``,
+    ``torch.tensor(list)``), nor single prompts re-padded into a batch as transformers' pipelines do. Before, each
+    of these was matched by value to the last prompt encoded with the same ids."""
     model, ntok = numeric(store, "llama", "fone")
-    ref = generate(model, ntok, FOUR, max_new_tokens=6, return_dict=True)
     batch = ntok(FOUR, return_tensors="pt", padding=True)
-    copy = model.generate(input_ids=batch["input_ids"].clone(), attention_mask=batch["attention_mask"].clone(),
-                          max_new_tokens=6)  # fmt: skip
-    assert numbers_of(copy).numbers == ref.numbers
-    singles = [ntok(p, return_tensors="pt") for p in FOUR]  # kept alive, as a pipeline keeps its inputs
+    singles = [ntok(p, return_tensors="pt") for p in FOUR]
     width = max(s["input_ids"].shape[1] for s in singles)
     ids = torch.full((4, width), ntok.pad_token_id)
     mask = torch.zeros(4, width, dtype=torch.long)
     for row, single in enumerate(singles):  # left padding, as pipelines batch prompts
         ids[row, width - single["input_ids"].shape[1] :] = single["input_ids"][0]
         mask[row, width - single["input_ids"].shape[1] :] = 1
-    out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=6)
-    assert numbers_of(out).numbers == ref.numbers
-    new_tokens(out, width, ref, ntok.pad_token_id)
-    other = ntok(FOUR[0].replace("12.5", "99.5"), return_tensors="pt")  # row 0's ids again, another number
-    assert torch.equal(other["input_ids"][0], singles[0]["input_ids"][0])
-    again = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=6)  # matched in order: the singles
-    assert numbers_of(again).numbers == ref.numbers
-    alone = model.generate(input_ids=other["input_ids"].clone(), max_new_tokens=6)  # the latest encoding: 99.5
-    expected = generate(model, ntok, [FOUR[0].replace("12.5", "99.5")], max_new_tokens=6, return_dict=True)
-    assert numbers_of(alone).numbers == expected.numbers
-    assert ntok.batch_decode(alone)[0].startswith("The price is 99.5 dollars")
+    bare = [
+        (batch["input_ids"], batch["attention_mask"]),
+        (batch["input_ids"].clone(), batch["attention_mask"].clone()),
+        (torch.tensor(batch["input_ids"].tolist()), batch["attention_mask"]),
+        (ids, mask),
+    ]
+    for input_ids, attention_mask in bare:
+        with pytest.raises(ValueError, match=r"row 0 holds 1 \[NUM\] token\(s\) but model\.generate got no number "
+                           r"tensors.*model\.generate\(\*\*ntok\(.*pipeline\('number-text-generation'"):  # fmt: skip
+            model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=2)
+
+
+def test_numbers_of_a_digits_output_says_where_its_numbers_are(store):
+    """encoding='digits' writes numbers as digit tokens (transformers' own loop): there is no number record, and
+    numbers_of says so and how to read them, instead of denying that model.generate returned the tensor."""
+    model, ntok = build(store, "llama", "digits", aggregate=False)
+    batch = ntok(FOUR, return_tensors="pt", padding=True)
+    out = model.generate(**batch, max_new_tokens=3)
+    width = batch["input_ids"].shape[1]
+    read = r"numadapter\.find_numbers\(ntok\.decode\(output\[row, prompt_len:\]\)\)"
+    with pytest.raises(
+        ValueError, match=rf"from model\.generate of an encoding='digits' adapter.*{read} with prompt_len = {width}"
+    ):
+        numbers_of(out)
+    with pytest.raises(ValueError, match="was not returned by model.generate"):
+        numbers_of(out.clone())
 
 
 @pytest.mark.parametrize("family", ["llama", "t5"])

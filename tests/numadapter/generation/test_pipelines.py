@@ -1,8 +1,10 @@
 """transformers' pipelines and tokenizer keyword arguments with a `NumberTokenizer`: numbers rendered, not lost.
 
-``pipeline("text-generation", model=..., tokenizer=ntok)`` calls ``ntok(prompt, return_tensors="pt")``, then
-``model.generate(input_ids=..., attention_mask=...)`` (no number tensors) and ``ntok.decode(ids, skip_special_tokens=,
-clean_up_tokenization_spaces=)`` on the new ids; the expected texts come from `numadapter.generate`.
+``pipeline("number-text-generation", model=..., tokenizer=ntok)`` (`numadapter.generation.pipeline`) is
+transformers' text-generation pipeline with the number tensors carried from ``ntok(prompt, return_tensors="pt")``
+through transformers' batching into ``model.generate`` and on to ``ntok.decode``; the expected texts come from
+`numadapter.generate`. transformers' own ``pipeline("text-generation")`` passes ids without numbers: refused, naming
+the number-aware pipeline.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from helpers.generation_cases import PROMPTS, build, encourage_numbers
 from transformers import pipeline
 
 from numadapter.generation import generate
+from numadapter.generation.pipeline import NumberTextGenerationPipeline
 
 PROMPT_LIST = [PROMPTS[0], PROMPTS[2], PROMPTS[3]]  # each with a number in the prompt
 
@@ -33,7 +36,8 @@ def llama(store):
 def check_pipeline(model, ntok) -> None:
     ref = generate(model, ntok, PROMPT_LIST, max_new_tokens=8, return_dict=True)
     assert sum(map(len, ref.numbers)) >= 2  # numbers are generated, so the texts show the head's decoding
-    pipe = pipeline("text-generation", model=model, tokenizer=ntok, do_sample=False)  # the pipeline samples by default
+    pipe = pipeline("number-text-generation", model=model, tokenizer=ntok, do_sample=False)  # else it samples
+    assert isinstance(pipe, NumberTextGenerationPipeline)
     for prompt, text, completion in zip(PROMPT_LIST, ref.texts, ref.completions):
         assert pipe(prompt, max_new_tokens=8) == [{"generated_text": text}]
         assert pipe(prompt, max_new_tokens=8, return_full_text=False) == [{"generated_text": completion}]
@@ -65,7 +69,7 @@ def test_chat_template_encodes_numbers_and_the_chat_pipeline_renders_them(llama)
     assert torch.equal(enc["input_ids"], ntok(text, add_special_tokens=False, return_tensors="pt")["input_ids"])
     assert ntok.apply_chat_template(chat, return_dict=False) == ntok(text, add_special_tokens=False)["input_ids"]
     assert ntok(text, add_special_tokens=False)["input_ids"] != ntok(text)["input_ids"]  # no bos added to the template
-    out = pipeline("text-generation", model=model, tokenizer=ntok, do_sample=False)(chat, max_new_tokens=6)
+    out = pipeline("number-text-generation", model=model, tokenizer=ntok, do_sample=False)(chat, max_new_tokens=6)
     reply = out[0]["generated_text"][-1]
     assert reply["role"] == "assistant"
     ids = ntok.apply_chat_template(chat, return_tensors="pt")
@@ -96,19 +100,40 @@ def test_tokenizer_accepts_transformers_keyword_arguments(llama):
 
 
 def test_batched_pipeline_with_identical_completion_ids_renders_each_rows_numbers(llama):
-    """Templated prompts: the completions are the same ids ([NUM] tokens) with different numbers; the pipeline
-    decodes each row's new ids as a list, and the rows are matched in order."""
+    """Templated prompts: the prompts and the completions are the same ids ([NUM] tokens) with different numbers;
+    the pipeline carries each prompt's numbers, and rows of the output decode with their own numbers, in any order
+    and as often as asked."""
     model, ntok = llama
     prompts = ["What is 7 + 8 =", "What is 3 + 4 =", "What is 12 + 30 =", "What is 0.5 + 9 ="]
     ref = generate(model, ntok, prompts, max_new_tokens=2, return_dict=True)
     assert ref.token_ids[0] == ref.token_ids[1] and ref.numbers[0] != ref.numbers[1]  # the ambiguous case
-    pipe = pipeline("text-generation", model=model, tokenizer=ntok, do_sample=False)
+    pipe = pipeline("text-generation", model=model, tokenizer=ntok, do_sample=False,
+                    pipeline_class=NumberTextGenerationPipeline)  # fmt: skip
     for size in (1, 4):
         out = pipe(prompts, max_new_tokens=2, batch_size=size)
         assert [o[0]["generated_text"] for o in out] == ref.texts
+        backwards = pipe(prompts[::-1], max_new_tokens=2, batch_size=size)
+        assert [o[0]["generated_text"] for o in backwards] == ref.texts[::-1]
     batch = ntok(prompts, return_tensors="pt", padding=True, padding_side="left")
     width = batch["input_ids"].shape[1]
     output = model.generate(**batch, max_new_tokens=2)
-    assert [ntok.decode(row) for row in output[:, width:]] == ref.completions  # in order
-    with pytest.raises(ValueError, match="different numbers"):  # the same piece again: every fitting row is used
-        ntok.decode(output[1, width:])
+    assert [ntok.decode(row) for row in output[:, width:]] == ref.completions
+    assert ntok.decode(output[3, width:]) == ref.completions[3]  # any row, in any order
+    assert ntok.decode(output[1, width:]) == ref.completions[1]
+    with pytest.raises(ValueError, match=r"a copy of a tensor \(\.clone\(\)"):  # a copy carries no numbers
+        ntok.decode(output[1, width:].clone())
+
+
+def test_transformers_text_generation_pipeline_is_refused_naming_the_number_pipeline(llama):
+    """transformers' own pipeline passes ids and mask only (after re-padding them when batching): the prompt's
+    numbers cannot travel, so model.generate refuses, naming the fix; the number pipeline needs a number model."""
+    model, ntok = llama
+    pipe = pipeline("text-generation", model=model, tokenizer=ntok, do_sample=False)
+    assert not isinstance(pipe, NumberTextGenerationPipeline)
+    for size in (1, 2):
+        with pytest.raises(ValueError, match=r"no number tensors.*pipeline\('number-text-generation'"):
+            pipe(PROMPT_LIST[:2], max_new_tokens=2, batch_size=size)
+    with pytest.raises(TypeError, match=r"needs a numadapter model .* got LlamaForCausalLM"):
+        pipeline("number-text-generation", model=model.get_base_model(), tokenizer=ntok)
+    with pytest.raises(TypeError, match=r"needs the model's NumberTokenizer as tokenizer=, got"):
+        pipeline("number-text-generation", model=model, tokenizer=ntok.tokenizer)

@@ -330,8 +330,9 @@ def test_decode_from_digits_renders_canonically(tmp_path, sign_policy):
     assert ntok.decode(enc) == "x -007.50 y"
     rendered = ntok.decode(enc["input_ids"][0], num_digits=enc["num_digits"][0], num_sign=enc["num_sign"][0])
     assert rendered == "x -7.5 y"
+    assert ntok.decode(enc["input_ids"][0]) == "x -007.50 y"  # a row of ntok's own output keeps its numbers
     with pytest.raises(ValueError, match="number_texts"):
-        ntok.decode(enc["input_ids"][0])
+        ntok.decode(enc["input_ids"][0].tolist())
     with pytest.raises(ValueError, match="1 \\[NUM\\] tokens but 2 number_texts"):
         ntok.decode(enc["input_ids"][0], number_texts=["1", "2"])
 
