@@ -13,8 +13,10 @@ Commands (``numadapter COMMAND --help`` shows each one's options):
         exact match and mean absolute error of generated answers on the recipe's evaluation data.
     numadapter export --adapter DIR --out DIR [--base PATH] [--tokenizer DIR] [--dtype DTYPE]
         merges a saved adapter into its base offline (also after DeepSpeed ZeRO-3 training) (`numadapter.export`).
-    numadapter validate --config RECIPE.yaml [section.key=value ...]
-        checks a recipe (keys, types, training arguments, DeepSpeed config) without loading a model.
+    numadapter validate --config RECIPE.yaml [--portable] [section.key=value ...]
+        checks a recipe without loading a model: keys, types, training arguments, DeepSpeed config, and what
+        ``train`` checks on this machine (`numadapter.app.commands.check_runnable`: model directory or hub id, GGUF
+        file, bf16 support, data files); ``--portable`` skips this machine's checks.
     numadapter tour [--out DIR] [--text TEXT]
         what NumberTokenizer does to numbers in text, on a small local tokenizer (seconds, no model).
 
@@ -78,6 +80,11 @@ def make_parser() -> argparse.ArgumentParser:
         )
         command.add_argument("--config", required=True, help="the recipe YAML file")
         add_import_option(command)
+        if name == "validate":
+            command.add_argument(
+                "--portable", action="store_true", help="check only the recipe itself, not whether this machine can "
+                "run it (model sources, GGUF file, bf16 support, data files), e.g. for a recipe meant for a GPU"
+            )  # fmt: skip
         command.add_argument("overrides", nargs="*", metavar="section.key=value", help=OVERRIDES_HELP)
 
     ev = sub.add_parser(
@@ -237,10 +244,12 @@ def _run(args: argparse.Namespace) -> int:
             model=args.model, out=args.out, tiny=args.tiny, steps=args.steps, seed=args.seed, seconds=args.seconds
         )
     elif args.command in ("train", "validate", "eval"):
-        from numadapter.app.recipe import load_recipe, validate_recipe
+        from numadapter.app.recipe import load_recipe
 
         if args.command == "validate":
-            recipe = validate_recipe(args.config, args.overrides)
+            from numadapter.app.commands import validate
+
+            recipe = validate(args.config, args.overrides, portable=args.portable)
             print(f"{args.config}: valid ({'Seq2SeqTrainingArguments' if recipe.seq2seq else 'SFTConfig'}).")
             return 0
         recipe = load_recipe(args.config, args.overrides)

@@ -3,7 +3,10 @@
 Everything heavy (torch, transformers, trl, datasets) is imported inside the functions, so ``numadapter --help`` and
 importing this module stay fast.
 
-- `load_base_model` / `load_tokenizer`: the base model from a local directory or a hub id (dtype, 4-bit QLoRA).
+- `load_base_model` / `load_tokenizer`: the base model from a local directory or a hub id (dtype, 4-bit QLoRA);
+  `resolve_model` first turns a ``model.gguf_file`` into the directory it converts to (once, cached).
+- `check_runnable`: what `train` checks before it loads anything (model sources, GGUF files, DeepSpeed, precision
+  on this machine, local data files); `validate` (``numadapter validate``) runs the same function, so the two agree.
 - `load_data`: ``datasets`` from local JSONL / CSV / Parquet files, a directory, a hub name, or the synthetic task.
 - `train`: recipe -> ``numadapter.get_peft_model`` -> `NumberSFTTrainer` / `NumberSeq2SeqTrainer` (with DeepSpeed
   state from `numadapter.integrations.launch.prepare_distributed_state`) -> saved adapter (+ `NumberTokenizer`) ->
@@ -17,15 +20,35 @@ importing this module stay fast.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import SimpleNamespace
 from typing import Any
 
 from numadapter.app.hub import check_model_sources, model_sources
-from numadapter.app.recipe import DATA_EXTENSIONS, SYNTHETIC_PREFIX, DataSettings, ModelSettings, Recipe, RecipeError
+from numadapter.app.recipe import (
+    DATA_EXTENSIONS,
+    SYNTHETIC_PREFIX,
+    DataSettings,
+    ModelSettings,
+    Recipe,
+    RecipeError,
+    validate_recipe,
+)
 from numadapter.evaluation import AnswerMetrics, generate_answers
+
+
+def resolve_model(settings: ModelSettings) -> ModelSettings:
+    """`settings` with a ``gguf_file`` replaced by the float32 directory it converts to (`numadapter.convert_gguf`:
+    converted once, then reused from the cache); other settings are returned as they are."""
+    if settings.gguf_file is None:
+        return settings
+    from numadapter.checkpoints import convert_gguf
+
+    directory = convert_gguf(os.path.join(settings.name_or_path, settings.gguf_file))
+    return dataclasses.replace(settings, name_or_path=directory, gguf_file=None)
 
 
 def load_tokenizer(settings: ModelSettings) -> Any:
@@ -66,15 +89,20 @@ def load_base_model(settings: ModelSettings, seq2seq: bool) -> Any:
     return prepare_qlora_model(auto.from_pretrained(settings.name_or_path, **kwargs), gradient_checkpointing=False)
 
 
+def check_data_file(source: str) -> None:
+    """Raises `FileNotFoundError` for a local data file (by its extension, not a glob) that does not exist."""
+    extension = os.path.splitext(source)[1].lower()
+    if extension in DATA_EXTENSIONS and not any(ch in source for ch in "*?[") and not os.path.isfile(source):
+        raise FileNotFoundError(f"data file {source!r} does not exist (paths are relative to {os.getcwd()!r}).")
+
+
 def _load_source(source: str, split: str, subset: str | None) -> Any:
     import datasets
 
     extension = os.path.splitext(source)[1].lower()
     if extension in DATA_EXTENSIONS:
-        files = source
-        if not any(ch in source for ch in "*?[") and not os.path.isfile(source):
-            raise FileNotFoundError(f"data file {source!r} does not exist (paths are relative to {os.getcwd()!r}).")
-        return datasets.load_dataset(DATA_EXTENSIONS[extension], data_files=files, split="train")
+        check_data_file(source)
+        return datasets.load_dataset(DATA_EXTENSIONS[extension], data_files=source, split="train")
     if os.path.isdir(source):
         if os.path.isfile(os.path.join(source, "state.json")) or os.path.isfile(
             os.path.join(source, "dataset_dict.json")
@@ -136,6 +164,69 @@ def _prompts_and_references(dataset: Any) -> tuple[list[str], list[str]]:
     return list(dataset["prompt"]), list(dataset["completion"])
 
 
+def _check_precision(training: dict[str, Any], launch: dict[str, Any]) -> None:
+    """Refuses the precision settings this machine cannot train with, on the tests the training arguments apply."""
+    from transformers.utils import is_torch_bf16_gpu_available, is_torch_tf32_available, is_torch_xla_available
+
+    use_cpu = bool(training.get("use_cpu") or launch.get("use_cpu"))  # a CPU launch (DDP over gloo) sets use_cpu
+    for key in ("bf16", "bf16_full_eval"):
+        if training.get(key) and not use_cpu and not is_torch_bf16_gpu_available() and not is_torch_xla_available():
+            raise RecipeError(
+                f"`training.{key}=true` needs a GPU with bf16 (Ampere or newer), and this machine has none: on a "
+                f"CPU-only machine set training.{key}=false training.use_cpu=true (or check a recipe meant for "
+                "another machine with `numadapter validate --portable`)."
+            )
+    if training.get("tf32") and not is_torch_tf32_available():
+        raise RecipeError(
+            "`training.tf32=true` needs an Ampere or newer GPU, and this machine has none: set training.tf32=null."
+        )
+
+
+def check_runnable(recipe: Recipe) -> None:
+    """What `train` checks before it loads anything, on this machine; ``numadapter validate`` runs it too.
+
+    In order: the model sources (`numadapter.app.hub.check_model_sources`: local directories, ``model.gguf_file``,
+    hub ids cached or reachable), the DeepSpeed config and package (``training.deepspeed`` or accelerate's), the
+    precision settings (``bf16`` needs a bf16 GPU unless ``use_cpu``; ``tf32`` an Ampere GPU), and the local data
+    files. Nothing is loaded or converted and no process state is created.
+
+    Raises:
+        RecipeError: a model source, DeepSpeed or precision setting this machine cannot run (names the key).
+        FileNotFoundError: a local data file that does not exist.
+    """
+    import importlib.util
+
+    from numadapter.integrations.launch import DEEPSPEED_INSTALL, launch_info, training_overrides
+
+    check_model_sources(model_sources(recipe.model), recipe.model.revision)
+    try:
+        info = launch_info(recipe.training.get("deepspeed"))
+    except (ValueError, TypeError) as exc:
+        raise RecipeError(f"`training.deepspeed`: {exc}") from exc
+    if info.deepspeed_config is not None and importlib.util.find_spec("deepspeed") is None:
+        raise RecipeError(f"`training.deepspeed` is set but deepspeed is not installed: {DEEPSPEED_INSTALL}.")
+    _check_precision(recipe.training, training_overrides(info))
+    data = recipe.data
+    for source in (data.train, data.eval):
+        if source is not None and not source.startswith(SYNTHETIC_PREFIX):
+            check_data_file(source)
+
+
+def validate(path: str | os.PathLike, overrides: Sequence[str] = (), portable: bool = False) -> Recipe:
+    """``numadapter validate``: `validate_recipe` (keys, types, values, training arguments, DeepSpeed JSON), then,
+    unless `portable`, `check_runnable`: everything `train` checks on this machine before it loads the model.
+
+    Args:
+        path: the recipe YAML file.
+        overrides: ``section.key=value`` strings.
+        portable: skip the checks of this machine (for a recipe meant for another one: a GPU, a hub id).
+    """
+    recipe = validate_recipe(path, overrides)
+    if not portable:
+        check_runnable(recipe)
+    return recipe
+
+
 def _untied_t5(settings: ModelSettings) -> bool:
     """Whether the base is a T5 whose checkpoint has an LM head of its own (read from its config only)."""
     from transformers import AutoConfig
@@ -164,18 +255,18 @@ def train(recipe: Recipe, print_fn: Callable[[str], None] = print) -> dict[str, 
     from numadapter.training.seq2seq import NumberSeq2SeqTrainer
     from numadapter.training.sft import NumberSFTTrainer
 
-    check_model_sources(model_sources(recipe.model), recipe.model.revision)
+    check_runnable(recipe)
     training = dict(recipe.training)
     deepspeed = training.pop("deepspeed", None)
     overrides = prepare_distributed_state(deepspeed)
-    tokenizer = load_tokenizer(recipe.model)
-    run = Recipe(**{**recipe.__dict__, "training": training})
+    run = Recipe(**{**recipe.__dict__, "model": resolve_model(recipe.model), "training": training})
+    tokenizer = load_tokenizer(run.model)
     # ZeRO-3 with the init flag (accelerate's zero3_init_flag; always under torchrun): the training arguments come
     # first and stay alive while loading, so from_pretrained partitions the base as it loads (zero.Init) and no
     # process holds the whole model. Otherwise the base is loaded first: a full copy per process, which DeepSpeed
     # partitions when training starts.
     partitioned = partition_at_load(overrides)
-    if partitioned and recipe.seq2seq and _untied_t5(recipe.model):
+    if partitioned and recipe.seq2seq and _untied_t5(run.model):
         partitioned = False  # transformers would tie its own LM head to the embedding (patches.check_partitioned_head)
         if _is_main_process():
             print_fn(
@@ -183,10 +274,10 @@ def train(recipe: Recipe, print_fn: Callable[[str], None] = print) -> dict[str, 
                 "own, which transformers ties to the embedding when loading under zero.Init. DeepSpeed partitions "
                 "it when training starts."
             )
-    base = None if partitioned else load_base_model(recipe.model, recipe.seq2seq)
+    base = None if partitioned else load_base_model(run.model, recipe.seq2seq)
     args = run.training_args(**overrides)
     if base is None:
-        base = load_base_model(recipe.model, recipe.seq2seq)
+        base = load_base_model(run.model, recipe.seq2seq)
     set_seed(args.seed)  # the same initial adapter in every process and every run
     config = recipe.adapter
     model = get_peft_model(base, config, tokenizer=tokenizer)
@@ -214,7 +305,7 @@ def train(recipe: Recipe, print_fn: Callable[[str], None] = print) -> dict[str, 
         if zero3_enabled() and _is_main_process():
             print_fn(
                 "Not exporting: PEFT cannot merge LoRA into ZeRO-3 partitioned weights. Export offline:\n"
-                f"  numadapter export --adapter {args.output_dir} --base {recipe.model.name_or_path} "
+                f"  numadapter export --adapter {args.output_dir} --base {run.model.name_or_path} "
                 f"--out {recipe.export.out_dir}"
             )
         elif not zero3_enabled() and _is_main_process():
@@ -292,7 +383,7 @@ def evaluate(
                 "(--adapter DIR), or an export (--exported DIR)."
             )
         ntok = NumberTokenizer.from_pretrained(adapter)
-        base = load_base_model(recipe.model, recipe.seq2seq)
+        base = load_base_model(resolve_model(recipe.model), recipe.seq2seq)
         model = PeftModel.from_pretrained(base, adapter)
     return _evaluate_model(model, ntok, dataset, recipe, print_fn)
 

@@ -22,7 +22,8 @@ The training section is kept as validated keyword arguments and built by `Recipe
 a DeepSpeed launch must set up its process state (`numadapter.integrations.launch.prepare_distributed_state`) before
 the training arguments exist. `validate_recipe` checks it by building the arguments without the device-dependent
 settings (``bf16``, ``fp16``, ``tf32``, ``deepspeed``, ``use_cpu``), which are type-checked and, for ``deepspeed``,
-validated with `numadapter.integrations.launch.load_deepspeed_config`.
+validated with `numadapter.integrations.launch.load_deepspeed_config`. ``numadapter validate`` then runs
+`numadapter.app.commands.check_runnable`, what ``train`` checks on this machine, device settings included.
 """
 
 from __future__ import annotations
@@ -99,7 +100,8 @@ class ModelSettings:
     """The `model` section: which base model and how to load it.
 
     Attributes:
-        name_or_path (`str`): local directory or hub id of the base model (Llama, Granite, T5 families).
+        name_or_path (`str`): local directory or hub id of the base model (Llama, Granite, T5 families). A path
+            ending in ``.gguf`` is read as its directory plus `gguf_file`.
         tokenizer (`str | None`, defaults to None): tokenizer directory or hub id (None: `name_or_path`).
         dtype (`str`, defaults to `"auto"`): weight dtype, one of `"auto"` (as saved), `"float32"`, `"bfloat16"`,
             `"float16"`. bf16 halves memory against float32 on GPUs that support it.
@@ -111,6 +113,9 @@ class ModelSettings:
         attn_implementation (`str | None`, defaults to None): `"eager"`, `"sdpa"`, `"flash_attention_2"`, ...
             (None: transformers' default).
         revision (`str | None`, defaults to None): hub revision of the model.
+        gguf_file (`str | None`, defaults to None): a GGUF file inside the `name_or_path` directory (a directory that
+            holds only GGUF files has no ``config.json`` and needs it). It is converted once to float32
+            (`numadapter.convert_gguf`, cached) and the model and tokenizer load from the converted directory.
     """
 
     name_or_path: str = field(metadata={"help": "Local directory or hub id of the base model."})
@@ -121,10 +126,22 @@ class ModelSettings:
     bnb_4bit_quant_storage: str | None = field(default=None, metadata={"help": "Storage dtype of 4-bit weights."})
     attn_implementation: str | None = field(default=None, metadata={"help": "Attention implementation."})
     revision: str | None = field(default=None, metadata={"help": "Hub revision of the model."})
+    gguf_file: str | None = field(default=None, metadata={"help": "A GGUF file in the name_or_path directory."})
 
     def __post_init__(self) -> None:
         if not isinstance(self.name_or_path, str) or not self.name_or_path:
             raise RecipeError(f"`model.name_or_path` must be a directory or hub id, got {self.name_or_path!r}.")
+        if self.name_or_path.lower().endswith(".gguf"):  # a GGUF file: its directory + model.gguf_file
+            if self.gguf_file is not None:
+                raise RecipeError(
+                    f"`model.name_or_path` is the GGUF file {self.name_or_path!r} and `model.gguf_file` is set too "
+                    f"({self.gguf_file!r}): set model.name_or_path to the directory and model.gguf_file to the file."
+                )
+            folder, self.gguf_file = os.path.split(self.name_or_path)
+            self.name_or_path = folder or "."
+        gguf = self.gguf_file
+        if gguf is not None and not (isinstance(gguf, str) and gguf.lower().endswith(".gguf")):
+            raise RecipeError(f"`model.gguf_file` must be the name of a .gguf file, got {self.gguf_file!r}.")
         _choice("model", "dtype", self.dtype, DTYPE_CHOICES)
         _choice("model", "bnb_4bit_compute_dtype", self.bnb_4bit_compute_dtype, DTYPE_CHOICES[1:])
         if self.bnb_4bit_quant_storage is not None:

@@ -11,7 +11,8 @@ What each caller reads:
 
 - Tokenization / data (`numadapter.tokenization`, `numadapter.data`, `numadapter.data.collator`): `replaces_numbers`
   (one marker token per number, or digit tokens), `marker_field` (which config token is the marker),
-  `accepts` (a range check beyond the digit places).
+  `accepts` (a range check beyond the digit places), `mostly_text_warning` (when that check left most numbers of a
+  batch as text).
 - The side-tensor schema (`numadapter.wire`): `fields` (the number tensors the modules read besides ``mask``),
   `matched_fields` (config fields a tokenizer must share with the adapter).
 - The tuner (`numadapter.tuner`): `check_bound`, `build_modules`, `init_from_row`, `needs_digit_embeddings`,
@@ -28,6 +29,7 @@ num_values [1, N] | None)`` (plus ``digit_embeddings=[10, H]`` when `needs_digit
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -137,6 +139,12 @@ class NumberMethod(ABC):
     def range_error(self, value: float, config: NumberAdapterConfig) -> str:
         """The reason `accepts` refused `value` and the fix (the tokenizer prefixes the number's location)."""
         return f"is refused by encoding={config.encoding!r}"
+
+    def mostly_text_warning(self, config: NumberAdapterConfig, refused: Sequence[str], total: int) -> str | None:
+        """The warning when `accepts` left most numbers of a batch as text (`refused`: their surface forms, of `total`
+        numbers that fit the digit places), shown once per tokenizer; None (default): no warning."""
+        del config, refused, total
+        return None
 
     def validate(self, config: NumberAdapterConfig) -> None:
         """Extra checks of the config's number settings (`NumberAdapterConfig.validate_number_settings` calls it);

@@ -7,6 +7,8 @@ None when numbers stay ordinary tokens), ``marker_token_id`` and ``_cache`` (a d
 - `_substitute`: each in-range number of a text (found with `find_numbers`) is replaced by the marker (or, for
   ``encoding="digits"`` with ``aggregate``, the marker is put before it); the numbers come back as `EncodedNumber`
   in text order. Out-of-range numbers stay text or raise, as ``out_of_range`` says.
+- `_warn_mostly_text`: when the method's own range (`NumberMethod.accepts`, xVal's ``xval_scale``) left most numbers
+  of a batch that fit the digit places as text, one warning per tokenizer (`NumberMethod.mostly_text_warning`).
 - `_kept_numbers`, `_side_tensors`, `_side_lists`: after the backend tokenized the batch, the numbers whose markers
   survived truncation are written at the marker positions: ``num_mask`` ``[B, T]``, ``num_digits`` ``[B, T, P]``,
   ``num_sign`` ``[B, T]``, ``num_values`` ``[B, T]``.
@@ -14,6 +16,8 @@ None when numbers stay ordinary tokens), ``marker_token_id`` and ``_cache`` (a d
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Sequence
 from itertools import repeat
 from typing import Any
 
@@ -83,8 +87,26 @@ class NumberEncoding:
             )
         raise NumberOutOfRangeError(f"{where} {self._method.range_error(exact.to_float(), cfg)}")
 
-    def _substitute(self, index: int, text: str) -> tuple[str, list[EncodedNumber]]:
-        """Puts the marker into `text` for each in-range number; returns the new text and the numbers in order."""
+    def _warn_mostly_text(self, left: Sequence[NumberSpan], kept: int) -> None:
+        """Warns (once per tokenizer) when the method's range left most numbers of a batch that fit the digit places
+        as text: `left` are the numbers a batch left as text, `kept` the count it encoded."""
+        if len(left) <= kept or self.__dict__.get("_range_warned"):
+            return
+        cfg = self.config
+        refused = [span.text for span in left if span.exact.fits(cfg.int_digits, cfg.frac_digits)]
+        if len(refused) <= kept:
+            return
+        message = self._method.mostly_text_warning(cfg, refused, kept + len(refused))
+        if message is not None:
+            self._range_warned = True
+            warnings.warn(message, UserWarning, stacklevel=3)
+
+    def _substitute(
+        self, index: int, text: str, left: list[NumberSpan] | None = None
+    ) -> tuple[str, list[EncodedNumber]]:
+        """Puts the marker into `text` for each in-range number; returns the new text and the numbers in order.
+
+        With `left` given, the numbers left as text because they are out of range are appended to it."""
         if not isinstance(text, str):
             raise TypeError(f"NumberTokenizer: text {index} must be a str, got {type(text).__name__} ({text!r:.80}).")
         for name in ("num_token", "agg_token"):
@@ -119,6 +141,8 @@ class NumberEncoding:
                 if row is None:
                     if raise_out:
                         self._out_of_range(index, text, start, end, span)
+                    if left is not None:
+                        left.append(span)
                     continue
             if row is False:
                 continue

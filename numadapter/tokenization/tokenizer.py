@@ -40,7 +40,8 @@ the rest equals what the base tokenizer's own round trip gives.
 
 ``xval`` range: besides fitting ``int_digits`` / ``frac_digits``, an xVal number must satisfy
 ``|(v - xval_center) / xval_scale| <= xval_clip`` (v is the value [NUM] carries: ``|x|`` with
-``sign_policy="text"``); otherwise it follows ``out_of_range`` like any other out-of-range number.
+``sign_policy="text"``); otherwise it follows ``out_of_range`` like any other out-of-range number. When that range
+leaves most numbers of a batch as text, the tokenizer warns once, naming the range (`XValMethod.mostly_text_warning`).
 """
 
 from __future__ import annotations
@@ -287,11 +288,13 @@ class NumberTokenizer(NumberEncoding, NumberDecoding, TransformersOptions):
         texts = [text] if single else list(text)
         if return_tensors not in (None, "pt"):
             raise ValueError(f"`return_tensors` must be None or 'pt', got {return_tensors!r}.")
-        substituted, numbers = [], []
+        substituted, numbers, left = [], [], []
         for index, item in enumerate(texts):
-            sub, nums = self._substitute(index, item)
+            sub, nums = self._substitute(index, item, left)
             substituted.append(sub)
             numbers.append(nums)
+        if left:
+            self._warn_mostly_text(left, sum(map(len, numbers)))
         self._configure(padding, truncation, max_length, pad_to_multiple_of, padding_side)
         encodings = self._encode(substituted, add_special_tokens, split_special_tokens)
         ids = [e.ids for e in encodings]

@@ -150,7 +150,7 @@ def test_console_script_and_old_module_run_the_moved_main():
     assert (module, function) == ("numadapter.app.cli", "main")
     assert callable(getattr(importlib.import_module(module), function))
     done = subprocess.run(
-        [sys.executable, "-m", "numadapter.cli", "validate", "--config", "recipes/llama/fone_lora.yaml"],
+        [sys.executable, "-m", "numadapter.cli", "validate", "--portable", "--config", "recipes/llama/fone_lora.yaml"],
         cwd=ROOT, capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]

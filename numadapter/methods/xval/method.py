@@ -4,6 +4,7 @@ regression head (MSE) that writes the value back in generation."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -33,6 +34,17 @@ class XValMethod(NumberMethod):
             f"normalises to |(x - xval_center) / xval_scale| = {z:.6g}"
             f" > xval_clip={config.xval_clip}: adjust `xval_center`/`xval_scale` (fit_normalization) or `xval_clip`, "
             "or set out_of_range='text'."
+        )
+
+    def mostly_text_warning(self, config: Any, refused: Sequence[str], total: int) -> str | None:
+        center, scale, clip = config.xval_center, config.xval_scale, config.xval_clip
+        carried = "|x|" if config.sign_policy == "text" else "x"
+        return (
+            f"xVal left {len(refused)} of the {total} numbers of a batch as text (e.g. {refused[0]!r}): with "
+            f"xval_center={center:g}, xval_scale={scale:g}, xval_clip={clip:g} a [NUM] carries only {carried} in "
+            f"[{center - clip * scale:g}, {center + clip * scale:g}] (|(x - xval_center) / xval_scale| <= xval_clip). "
+            "Fit xval_center and xval_scale to your numbers (numadapter.encodings.xval.fit_normalization) or raise "
+            "xval_scale; out_of_range='error' raises instead. This warning is shown once per NumberTokenizer."
         )
 
     def build_modules(self, config: Any, hidden_size: int, model_config: Any) -> tuple[nn.Module, nn.Module]:
