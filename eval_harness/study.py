@@ -170,41 +170,75 @@ def run_arm(name: str, task: str, steps: int, eval_every: int, n_train: int, n_e
     return record
 
 
+def _hidden_at(base: str, prompts: list[str], inputs: str) -> tuple[Any, Any]:
+    """Hidden states ``[L + 1, n, H]`` at the last prompt token ("=") and at the first operand's last position.
+
+    ``inputs="digits"``: the frozen base on its own digit tokens. ``inputs="fone"``: the base wrapped by a fresh
+    FoNE adapter (LoRA at its no-op init, the input projection at its init), each operand one [NUM] token.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32).eval()
+    encode = lambda chunk: tokenizer(chunk, return_tensors="pt", padding=True, padding_side="left")  # noqa: E731
+    if inputs == "fone":
+        from numadapter import NumberAdapterConfig, NumberTokenizer, get_peft_model
+
+        config = NumberAdapterConfig(encoding="fone", **COMMON)
+        torch.manual_seed(0)
+        model = get_peft_model(model, config, tokenizer=tokenizer).eval()
+        ntok = NumberTokenizer(tokenizer, config)
+
+        def encode(chunk: list[str]) -> dict[str, Any]:
+            batch = ntok(chunk, return_tensors="pt", padding=True, padding_side="left")
+            return {k: v for k, v in batch.items() if k != "number_texts"}
+
+    last, operand = [], []
+    with torch.no_grad():
+        for start in range(0, len(prompts), 100):
+            batch = encode(prompts[start : start + 100])
+            hidden = torch.stack(model(**batch, output_hidden_states=True).hidden_states)  # (L + 1, B, T, H)
+            last.append(hidden[:, :, -1, :])
+            plus = tokenizer(" +", add_special_tokens=False)["input_ids"][-1]
+            ids = batch["input_ids"]
+            where = (ids == plus).float().argmax(-1) - 1  # (B,): the position just before " +"
+            operand.append(hidden[:, torch.arange(ids.shape[0]), where, :])
+    return torch.cat(last, 1).numpy(), torch.cat(operand, 1).numpy()
+
+
 def probe(base: str, out: Path, n: int = 3000, n_fit: int = 2500, every: int = 3) -> dict[str, Any]:
     """Linear probes on the frozen base: which digits of the answer and of the operands its hidden states hold.
 
-    Runs the base on ``n`` addition prompts (digit tokens, as the base reads them), takes the hidden state of the
-    last prompt token ("=") after every `every`-th layer, and fits a ridge regression from it to the FoNE features
+    Runs the base on ``n`` addition prompts, once on its own digit tokens and once through a fresh FoNE adapter
+    (`_hidden_at`), takes the hidden state of the last prompt token ("=") and of the first operand's last position
+    after every `every`-th layer, and fits a ridge regression from it to the FoNE features
     ``cos/sin(2*pi*y/10^k)``, ``k = 1..5``, of the answer ``y`` and of each operand on ``n_fit`` prompts. On the rest
     it reports, per place, how often the digit read from the predicted angle is right (chance: 10%). This is the
     smallest test of the "head placement" ideas (read the head from an intermediate layer, or start it as a probe
-    fitted on the frozen base): they can only work where a layer holds the answer's digits.
+    fitted on the frozen base): they can only work where a layer holds the answer's digits; and of which side fails
+    (does a [NUM]'s feature survive at its own position, and does it reach "=").
     """
     import math
 
     import numpy as np
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     rows = task_rows("addition", n, seed=0)
-    tokenizer = AutoTokenizer.from_pretrained(base)
-    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32).eval()
-    states = []
-    with torch.no_grad():
-        for start in range(0, n, 100):
-            batch = tokenizer([r["prompt"] for r in rows[start : start + 100]], return_tensors="pt", padding=True,
-                              padding_side="left")  # fmt: skip
-            hidden = model(**batch, output_hidden_states=True).hidden_states
-            states.append(torch.stack(hidden)[:, :, -1, :])  # (L + 1, B, H) at "="
-    layers = torch.cat(states, 1).numpy()  # (L + 1, n, H)
+    first = np.array([int(r["prompt"].split(" + ")[0]) for r in rows])
     values = {
         "answer": np.array([int(r["completion"]) for r in rows]),
-        "first operand": np.array([int(r["prompt"].split(" + ")[0]) for r in rows]),
+        "first operand": first,
         "second operand": np.array([int(r["prompt"].split(" + ")[1].rstrip(" =")) for r in rows]),
     }
     places = range(1, 6)
     result: dict[str, Any] = {"n": n, "n_fit": n_fit, "places": ["units", "tens", "hundreds", "thousands", "1e4"]}
-    for what, v in values.items():
+    probes = []
+    for inputs in ("digits", "fone"):
+        at_end, at_operand = _hidden_at(base, [r["prompt"] for r in rows], inputs)
+        probes += [(f"{what} at '=' ({inputs} in)", v, at_end) for what, v in values.items()]
+        probes.append((f"first operand at its own last position ({inputs} in)", first, at_operand))
+    result["probes"] = [name for name, _, _ in probes]
+    for what, v, layers in probes:
         target = np.stack([f(2 * math.pi * v / 10**k) for k in places for f in (np.cos, np.sin)], 1)  # (n, 10)
         per_layer = {}
         for layer in range(0, layers.shape[0], every):
@@ -249,7 +283,7 @@ def report(out: Path) -> str:
                   "(`python -m eval_harness.study probe`).", "",
                   "| what | layer | " + " | ".join(found["places"]) + " |",
                   "|---|---|" + "---|" * len(found["places"])]  # fmt: skip
-        for what in ("answer", "first operand", "second operand"):
+        for what in found.get("probes", []):
             for layer, accuracy in found[what].items():
                 lines.append(f"| {what} | {layer} | " + " | ".join(f"{a:.0%}" for a in accuracy) + " |")
         lines.append("")
