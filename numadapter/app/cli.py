@@ -70,7 +70,7 @@ def make_parser() -> argparse.ArgumentParser:
     )
     quick.add_argument("--steps", type=int, default=None, help="a step budget per adapter instead of wall time")
     quick.add_argument(
-        "--seconds", type=float, default=None, help="wall-time budget of each adapter's training (default 180)"
+        "--seconds", type=float, default=None, help="wall-time budget of each adapter's training (default 160)"
     )
     quick.add_argument("--seed", type=int, default=0, help="seed of the data, the models and the training")
 

@@ -120,7 +120,7 @@ class TinySpec:
 # The default: the real checkpoint (numadapter.smollm2_path()), each adapter given the same wall time; the steps
 # each reaches differ (a FoNE step is shorter: one token per number). finetune_steps only caps a very fast machine.
 REAL = TinySpec(hidden=0, layers=0, heads=0, pretrain_steps=0, finetune_steps=5000, batch_size=32,
-                train_examples=8000, eval_examples=200, learning_rate=1e-3, rank=16, budget_seconds=180.0,
+                train_examples=8000, eval_examples=200, learning_rate=1e-3, rank=16, budget_seconds=160.0,
                 number_lr_ratio=10.0)  # fmt: skip
 # The toy base's sizes (2 layers, width 64), which eval_harness's probes build with `build_tiny_base`.
 FULL = TinySpec(hidden=64, layers=2, heads=4, pretrain_steps=600, finetune_steps=2000, batch_size=32,
