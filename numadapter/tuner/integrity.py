@@ -108,6 +108,31 @@ def check_stamp(config: Any, tensor: torch.Tensor | None, source: str, config_fi
         )
 
 
+def check_saved_settings(directory: str, config: Any) -> None:
+    """Compares `config` with the settings stamp of ``<directory>/adapter_model.safetensors`` before a model is built.
+
+    PEFT builds the model from the config before it reads the weights, and binding refuses a base whose shape differs
+    from the config's ``base_hidden_size`` / ``original_vocab_size``. An edited field would then be reported as a wrong
+    base model; read first, the stamp names the edited field. Only the stamp tensor is read (a few hundred bytes).
+    A missing or unreadable file is left to the loading checks (`numadapter.tuner.load_hooks`), which name it.
+
+    Raises:
+        ValueError: as `check_stamp`.
+    """
+    from safetensors import safe_open
+
+    file = os.path.join(directory, "adapter_model.safetensors")
+    if not os.path.isfile(file):
+        return
+    try:
+        with safe_open(file, framework="pt") as handle:
+            key = next((k for k in handle.keys() if k.endswith(f"number_modules.{STAMP}")), None)
+            tensor = None if key is None else handle.get_tensor(key)
+    except Exception:  # noqa: BLE001 - a damaged file is named by the loading checks
+        return
+    check_stamp(config, tensor, file, os.path.join(directory, "adapter_config.json"))
+
+
 def _is_number_key(key: str) -> bool:
     return any(marker in key for marker in NUMBER_KEY_MARKERS)
 

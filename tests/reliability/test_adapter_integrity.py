@@ -77,6 +77,8 @@ def test_extra_number_tensor_is_refused(store, adapter_copy):
         ("resized_vocab_size", 999),
         ("num_token_id", 5),
         ("int_digits", 6),
+        ("base_hidden_size", 32),  # before: blamed on the base model ("load it onto the base model it was trained
+        ("original_vocab_size", 100),  # from"), which is the one in use
     ],
 )
 def test_edited_config_fields_are_checked_against_the_saved_tensors(store, fone_adapter, adapter_copy, field, value):
