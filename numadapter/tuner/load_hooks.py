@@ -8,7 +8,8 @@ calls them from:
   and fail with ``HFValidationError: Repo id must be ...``), and an unreadable file (truncated, not safetensors) is a
   `ValueError` naming it. A dict read from a local file remembers the file, for the next check;
 - ``peft.peft_model.set_peft_model_state_dict``: `numadapter.tuner.integrity.check_adapter_state` runs first, for
-  numadapter configs (every number tensor present with its shape, stamped settings equal to the config) and for other
+  numadapter configs (every number tensor present with its shape, stamped settings equal to the config, every tensor
+  equal to the digest saved with it) and for other
   configs whose file holds number modules (an ``adapter_config.json`` edited to ``peft_type: "LORA"``);
 - ``PeftModel.from_pretrained`` and ``PeftModel.load_adapter``: before PEFT builds the model from a local numadapter
   directory, its config is compared with the settings stamp of the weights file
@@ -90,8 +91,8 @@ def _wrap_set_state_dict(original):
 
         config = model.peft_config[adapter_name]
         source = getattr(peft_model_state_dict, "source", SourcedStateDict.source)
-        check_adapter_state(model, config, peft_model_state_dict, adapter_name, source)
-        return original(model, peft_model_state_dict, adapter_name=adapter_name, **kwargs)
+        checked = check_adapter_state(model, config, peft_model_state_dict, adapter_name, source)
+        return original(model, checked, adapter_name=adapter_name, **kwargs)
 
     set_peft_model_state_dict._numadapter_wrapped = True
     return set_peft_model_state_dict
