@@ -31,7 +31,9 @@ cost of a second copy in memory; ``inplace=True`` merges the model itself, which
 - ordinary bases: PEFT's ``merge_and_unload`` (LoRA, DoRA and the trainable [NUM] rows);
 - 4-bit / 8-bit bitsandbytes bases (QLoRA): each LoRA layer's base weight is dequantised to float32, its LoRA delta
   (``get_delta_weight``) added, and the result stored as an ``nn.Linear`` of the export dtype; the other quantised
-  layers are dequantised the same way. The export is therefore a full-precision model: a warning gives its size;
+  layers are dequantised the same way (a layer that bitsandbytes' CPU forward repacked is read in its new layout,
+  `numadapter.integrations.qlora.dequantize_cpu_packed`). The export is therefore a full-precision model: a warning
+  gives its size;
 - DeepSpeed ZeRO-3 (partitioned parameters): refused. PEFT cannot merge partitioned weights; save the adapter
   (``trainer.save_model()``) and export offline with `export_checkpoint` (``numadapter export --adapter DIR``).
 """
@@ -110,6 +112,10 @@ def _dequantized(module: nn.Module) -> torch.Tensor:
     weight = module.weight
     if not _is_bnb(weight):
         return weight.detach().float()
+    from numadapter.integrations.qlora import dequantize_cpu_packed, is_cpu_packed
+
+    if is_cpu_packed(weight):  # repacked by a CPU forward: dequantize_4bit would misread it
+        return dequantize_cpu_packed(weight)
     from transformers.integrations.bitsandbytes import dequantize_bnb_weight
 
     state = getattr(module, "state", None)
