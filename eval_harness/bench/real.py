@@ -19,8 +19,9 @@ checkpoint's own digit tokens (one token per digit).
    the ratio into LoRA's own cost (``lora_ratio``) and numadapter's beyond it (``ratio_to_lora``). The generated
    ids are compared (a fresh adapter's LoRA B is zero: the same text on every side).
 4. ``memory``: trainable parameters and saved adapter bytes (``save_pretrained``) of the FoNE adapter vs PEFT's LoRA
-   with the same r / targets, and (``rss=True``) the peak resident memory of a fresh process that loads the base,
-   builds the side and trains two steps on the batch of 1 (each side in its own process).
+   with the same r / targets, and (``rss=True``) the resident memory of a fresh process per side that loads the
+   base, builds the side and trains two optimizer steps on the batch of 1 (identical shapes): its peak (``VmHWM``;
+   ``ru_maxrss`` would carry the parent's peak over ``exec``) and that peak less the memory before training.
 
 The timed pairs run interleaved (each repetition times both sides, in alternating order) and report medians and the
 median of the per-repetition ratios. Run: ``python -m eval_harness.bench.real [--base DIR] [--threads 1 --clock
@@ -32,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -97,33 +97,45 @@ def adapter_bytes(model: Any, out: str) -> int:
     return sum(path.stat().st_size for path in Path(out).rglob("*") if path.is_file())
 
 
-def rss_child(side: str, base: str, batch: int) -> dict[str, Any]:
-    """In a fresh process: load the base, build `side`, train two steps on `batch` examples; the peak RSS (MB)."""
-    from eval_harness.bench.train_throughput import _feed, _trainer
-    from eval_harness.methods.encode import number_places
-    from eval_harness.tasks import get_task
+def _memory_mb(field: str) -> float:
+    """``VmRSS`` / ``VmHWM`` (peak) of this process in MB, from ``/proc/self/status`` (Linux)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"/proc/self/status has no {field}: the peak-RSS measurement needs Linux; pass rss=False.")
 
-    examples = get_task(TASK).generate("train", batch, seed=0)
+
+def rss_child(side: str, base: str, batch_path: str) -> dict[str, Any]:
+    """Loads the base, builds `side` and trains two AdamW steps on the batch saved at `batch_path` (``torch.save`` of
+    ``{"batches": {side: batch}, "places": (m, n)}``); returns this process's peak and pre-training RSS (MB)."""
+    saved = torch.load(batch_path)
     with tempfile.TemporaryDirectory(prefix="bench-real-") as workdir:
-        built = build_side(side, base, workdir, number_places(examples))
-    fed = _feed(built.codec.encode(examples), "sequence", batch, "cpu")
-    _trainer(built.model.train(), fed["batches"], 1e-4)(1)
-    _trainer(built.model, fed["batches"], 1e-4)(1)
-    return {"side": side, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+        built = build_side(side, base, workdir, tuple(saved["places"]))
+    model = built.model.train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=1e-4)
+    before = _memory_mb("VmRSS")
+    for _ in range(2):
+        model(**saved["batches"][side]).loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    peak = _memory_mb("VmHWM")
+    return {"side": side, "peak_rss_mb": peak, "before_training_mb": before, "training_mb": peak - before}
 
 
-def _rss_in_child(side: str, base: str, batch: int, threads: int | None) -> float:
+def _rss_in_child(side: str, base: str, batch_path: str, threads: int | None) -> dict[str, Any]:
     code = (
-        "import json, torch, sys; from eval_harness.bench.real import rss_child; "
+        "import json, torch; from eval_harness.bench.real import rss_child; "
         f"{'' if threads is None else f'torch.set_num_threads({threads}); '}"
-        f"print(json.dumps(rss_child({side!r}, {base!r}, {batch})))"
+        f"print(json.dumps(rss_child({side!r}, {base!r}, {batch_path!r})))"
     )
     root = str(Path(__file__).resolve().parents[2])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
     if done.returncode != 0:
         raise RuntimeError(f"the peak-RSS process of {side!r} failed:\n{done.stderr[-2000:]}")
-    return float(json.loads(done.stdout.strip().splitlines()[-1])["peak_rss_mb"])
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def run(
@@ -151,7 +163,7 @@ def run(
         epoch_steps, epoch_repeats: optimizer steps per timed block, and timed blocks per side.
         gen_batch, new_tokens, gen_repeats: prompts per ``generate`` call, tokens each, timed calls per side.
         warmup: untimed rounds first (every timed pair).
-        rss: measure each side's peak resident memory in its own process (about 10 s each).
+        rss: measure each side's resident memory in its own process (about 10 s each).
         threads: ``torch.set_num_threads`` (None: torch's default).
         clock: ``"wall"`` or ``"thread"`` (CPU time of this thread; needs ``threads=1``).
         seed: seeds the examples and the adapters' init.
@@ -218,6 +230,8 @@ def run(
         }
         for model in models.values():
             model.zero_grad(set_to_none=True)
+        batch_path = os.path.join(workdir, "rss-batch.pt")
+        torch.save({"batches": batches, "places": places}, batch_path)
 
         # 2. epoch time: digit tokens vs FoNE, the same examples in the same batches
         formats = {name: train_format(get_method(name), encoded[name]) for name in SIDES}
@@ -282,6 +296,7 @@ def run(
             "lora": adapter_bytes(plain, os.path.join(workdir, "lora")),
             "fone": adapter_bytes(adapted, os.path.join(workdir, "fone")),
         }
+        rss_runs = {side: _rss_in_child(side, base, batch_path, threads) for side in SIDES} if rss else {}
     memory: dict[str, Any] = {
         "trainable": trainable,
         "trainable_ratio": trainable["fone"] / trainable["lora"],
@@ -289,8 +304,10 @@ def run(
         "bytes_ratio": saved["fone"] / saved["lora"],
     }
     if rss:
-        peak = {side: _rss_in_child(side, base, batch, threads) for side in SIDES}
-        memory.update(peak_rss_mb=peak, rss_ratio=peak["fone"] / peak["lora"])
+        peak = {side: run["peak_rss_mb"] for side, run in rss_runs.items()}
+        training = {side: run["training_mb"] for side, run in rss_runs.items()}
+        memory.update(peak_rss_mb=peak, rss_ratio=peak["fone"] / peak["lora"], training_rss_mb=training,
+                      training_rss_ratio=training["fone"] / training["lora"])  # fmt: skip
     out["memory"] = memory
     out["ratios"] = {
         "train_step": out["train_step"]["ratio"],
@@ -341,7 +358,11 @@ def _print(result: dict[str, Any]) -> None:
           f"x{memory['trainable_ratio']:.4f}; saved adapter bytes x{memory['bytes_ratio']:.4f}")  # fmt: skip
     if "peak_rss_mb" in memory:
         rss = memory["peak_rss_mb"]
-        print(f"  peak RSS: fone {rss['fone']:.0f} MB, lora {rss['lora']:.0f} MB: x{memory['rss_ratio']:.3f}")
+        grow = memory["training_rss_mb"]
+        print(
+            f"  peak RSS: fone {rss['fone']:.0f} MB, lora {rss['lora']:.0f} MB: x{memory['rss_ratio']:.3f}; of it "
+            f"training: fone {grow['fone']:.0f} MB, lora {grow['lora']:.0f} MB: x{memory['training_rss_ratio']:.3f}"
+        )
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

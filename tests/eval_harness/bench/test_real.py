@@ -7,9 +7,10 @@ from __future__ import annotations
 import math
 
 import pytest
+import torch
 
 from eval_harness.bench import all as bench_all
-from eval_harness.bench.real import rss_child, run
+from eval_harness.bench.real import _memory_mb, _rss_in_child, run
 from eval_harness.quickstart_limits import _random_base
 
 
@@ -62,9 +63,22 @@ def test_headlines_and_selection_of_the_real_bench(result):
     assert bench_all.select("real") == ["real"]
 
 
-def test_peak_rss_of_one_side(base):
-    out = rss_child("fone", base, 2)
-    assert out["side"] == "fone" and out["peak_rss_mb"] > 50  # a Python process with torch loaded
+def test_peak_rss_is_the_child_process_s_own(base, tmp_path):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    batch = dict(tokenizer(["12 + 34 = 46"], return_tensors="pt"))
+    batch["labels"] = batch["input_ids"].clone()
+    path = str(tmp_path / "batch.pt")
+    torch.save({"batches": {"lora": batch}, "places": (2, 0)}, path)
+    ballast = torch.ones(256 * 2**20)  # 1 GiB in this process: ru_maxrss would carry it over exec into the child
+    ballast[::1024] = 2.0  # touch every page
+    parent_peak = _memory_mb("VmHWM")
+    run = _rss_in_child("lora", base, path, threads=1)
+    assert parent_peak > 1024
+    assert 100 < run["peak_rss_mb"] < parent_peak - 512  # the child's own peak: torch, the tiny model, two steps
+    assert run["before_training_mb"] <= run["peak_rss_mb"] and run["training_mb"] >= 0
+    del ballast
 
 
 def test_bad_options_are_refused(base):
