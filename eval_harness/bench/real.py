@@ -21,7 +21,9 @@ checkpoint's own digit tokens (one token per digit).
 4. ``memory``: trainable parameters and saved adapter bytes (``save_pretrained``) of the FoNE adapter vs PEFT's LoRA
    with the same r / targets, and (``rss=True``) the resident memory of a fresh process per side that loads the
    base, builds the side and trains two optimizer steps on the batch of 1 (identical shapes): its peak (``VmHWM``;
-   ``ru_maxrss`` would carry the parent's peak over ``exec``) and that peak less the memory before training.
+   ``ru_maxrss`` would carry the parent's peak over ``exec``) and that peak less the memory before training (the
+   base's weights are memory-mapped and count once touched, and FoNE's build copies the resized embedding first, so
+   that difference is not the training memory alone: compare the peaks).
 
 The timed pairs run interleaved (each repetition times both sides, in alternating order) and report medians and the
 median of the per-repetition ratios. Run: ``python -m eval_harness.bench.real [--base DIR] [--threads 1 --clock
