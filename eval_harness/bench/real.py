@@ -53,19 +53,10 @@ TASK = "quickstart_add"
 
 
 def _interleave(fns: dict[str, Callable[[], Any]], repeats: int, warmup: int, clock: str) -> dict[str, list[float]]:
-    """Times every function once per repetition, in rotating order, after `warmup` untimed rounds."""
-    timer = time.thread_time if clock == "thread" else time.perf_counter
-    names = list(fns)
-    for _ in range(warmup):
-        for name in names:
-            fns[name]()
-    times: dict[str, list[float]] = {name: [] for name in names}
-    for rep in range(repeats):
-        for name in names[rep % len(names) :] + names[: rep % len(names)]:
-            start = timer()
-            fns[name]()
-            times[name].append(timer() - start)
-    return times
+    """Times every function once per repetition, in rotating order, after `warmup` untimed rounds (on the CPU)."""
+    from eval_harness.bench.train_step import _interleaved
+
+    return _interleaved(fns, repeats, warmup, "cpu", clock)
 
 
 def _ratio(times: dict[str, list[float]], mine: str, theirs: str) -> float:
