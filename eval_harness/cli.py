@@ -97,6 +97,11 @@ def make_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--steps", type=int, default=None, help="budget in optimizer steps: each training size gets as many epochs"
     )
+    run.add_argument(
+        "--max-steps", type=int, default=None,
+        help="an exact budget in optimizer steps for every run (replaces the preset's, e.g. pretrained's per-method "
+        "budgets)",
+    )  # fmt: skip
     run.add_argument("--batch-size", type=int, default=None, help="examples per optimizer step")
     run.add_argument("--lr", type=float, default=None, help="one peak learning rate for every method")
     run.add_argument("--schedule", choices=["cosine", "constant", "wsd"], default=None, help="learning-rate schedule")
@@ -105,6 +110,12 @@ def make_parser() -> argparse.ArgumentParser:
     run.add_argument("--n-test", type=int, default=None, help="test examples")
     run.add_argument("--n-valid", type=int, default=None, help="validation examples for the accuracy curve")
     run.add_argument("--eval-every", type=int, default=None, help="validate every N epochs (0: never)")
+    run.add_argument(
+        "--eval-every-steps",
+        type=int,
+        default=None,
+        help="validate every N optimizer steps (0: never; needs --n-valid)",
+    )
     run.add_argument(
         "--seed", type=int, default=None, help="one seed of data, init and batch order (default: the tables' seeds)"
     )
@@ -134,7 +145,11 @@ def make_parser() -> argparse.ArgumentParser:
         "(encoding='digits', no [AGG] or NTL, EOS rows frozen); the other plain methods keep the harness loop. "
         "Results go to eval_harness/results/PRESET-product by default, files ending in -product",
     )
-    run.add_argument("--base", default=None, help="pretrained base (path) for the adapter tables")
+    run.add_argument(
+        "--base", default=None,
+        help="pretrained base (path) for the adapter tables (default: the preset's; pretrained: "
+        "numadapter.smollm2_path())",
+    )  # fmt: skip
     run.add_argument("--lora-r", type=int, default=16, help="LoRA rank (adapter tables; default 16)")
     run.add_argument("--lora-alpha", type=int, default=32, help="LoRA alpha (adapter tables; default 32)")
     run.add_argument(
@@ -238,10 +253,11 @@ def _run(args: argparse.Namespace, out: TextIO) -> None:
     skipped: list[str] = []
     specs = expand(
         preset, experiments=args.experiments, methods=args.methods, train_sizes=args.train_sizes,
-        model_sizes=args.model_sizes, steps=args.steps, base=args.base, lora=lora, skipped=skipped, task=args.task,
-        epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, schedule=args.schedule, warmup=args.warmup,
-        weight_decay=args.weight_decay, n_test=args.n_test, n_valid=args.n_valid, eval_every=args.eval_every,
-        seed=args.seed, seeds=args.seeds, device=args.device or preset.device, threads=args.threads,
+        model_sizes=args.model_sizes, steps=args.steps, max_steps=args.max_steps, base=args.base, lora=lora,
+        skipped=skipped, task=args.task, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
+        schedule=args.schedule, warmup=args.warmup, weight_decay=args.weight_decay, n_test=args.n_test,
+        n_valid=args.n_valid, eval_every=args.eval_every, eval_every_steps=args.eval_every_steps, seed=args.seed,
+        seeds=args.seeds, device=args.device or preset.device, threads=args.threads,
         train_format=args.train_format,
     )  # fmt: skip
     settings = _settings(args.number_settings)
@@ -262,7 +278,8 @@ def _run(args: argparse.Namespace, out: TextIO) -> None:
     if args.dry_run:
         for spec in specs:
             out.write(
-                f"{spec.experiment}/{spec.run_id}  lr={spec.lr:g} epochs={spec.epochs} device={spec.device} "
+                f"{spec.experiment}/{spec.run_id}  lr={spec.lr:g} epochs={spec.epochs} "
+                f"{'' if spec.max_steps is None else f'max_steps={spec.max_steps} '}device={spec.device} "
                 f"train_format={spec.train_format} train_path={spec.train_path}\n"
             )
         return

@@ -6,18 +6,22 @@
   0.0001; Table 4 split sizes; Table 5: model 4 for the data-size sweep, 200,000 examples for the model-size sweep;
   Table 6 models), for GPUs (``--device cuda``).
 - ``tiny``: a few steps on the smallest model, for tests and smoke runs.
+- ``pretrained``: the adapter regime on the real checkpoint the install brings (SmolLM2-135M-Instruct,
+  `numadapter.smollm2_path`, unless ``--base PATH``): the quick start's 3-4 digit addition, LoRA on digit tokens vs
+  FoNE + LoRA vs digits + NTL vs xVal, each arm about 10 minutes of training on 2 cores, with a validation curve.
 
 Every experiment trains all of its methods on the same data with the same budget (epochs, batch size, schedule;
 the learning rate is per method only where a paper sets it so, as for xVal). Tables with ``regime="adapter"`` run
-only when a pretrained base is given (``--base PATH``; ``python -m eval_harness pretrain-base --out DIR`` makes a
-small one locally, `eval_harness.pretrain`) and are skipped otherwise. A table runs once per seed of
-`Experiment.seeds` (``--seeds`` / ``--seed`` replace them); the report adds mean +- std over the seeds.
+only when a pretrained base is given (``--base PATH``, or the preset's `Preset.default_base`; ``python -m
+eval_harness pretrain-base --out DIR`` makes a small one locally, `eval_harness.pretrain`) and are skipped
+otherwise. A table runs once per seed of `Experiment.seeds` (``--seeds`` / ``--seed`` replace them); the report adds
+mean +- std over the seeds.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -45,10 +49,15 @@ class Experiment:
         model_sizes: FoNE Table 6 sizes (scratch).
         regime: "scratch" or "adapter".
         n_test, n_valid, eval_every: test / validation sizes and the validation interval (epochs; 0: never).
+        eval_every_steps: a validation point every this many optimizer steps (`RunSpec.eval_every_steps`; 0: never).
         epochs, batch_size, lr, schedule, warmup, weight_decay: the budget (`RunSpec`).
         steps: if set, a budget in optimizer steps instead of `epochs`: each training size gets
             ``ceil(steps * batch_size / train_size)`` epochs, so every size sees the same number of steps (a
             fixed-compute data-size sweep; `epochs` is then ignored).
+        max_steps: if set, an exact budget in optimizer steps (`RunSpec.max_steps`): each run gets the epochs that
+            hold them and stops after the last (`epochs` and `steps` are then ignored).
+        max_steps_by_method: per-method `max_steps` that replace it (an equal wall-time budget: fewer steps for the
+            methods whose steps take longer).
         lr_by_method: per-method learning rates that replace `lr` (only where a paper prescribes one).
         plots: the x axes of the accuracy plots ("train_size", "model_size").
         note: what the table shows, for the report.
@@ -66,8 +75,11 @@ class Experiment:
     n_test: int = 2000
     n_valid: int = 0
     eval_every: int = 0
+    eval_every_steps: int = 0
     epochs: int = 10
     steps: int | None = None
+    max_steps: int | None = None
+    max_steps_by_method: Mapping[str, int] = field(default_factory=dict)
     batch_size: int = 64
     lr: float = 1e-3
     lr_by_method: Mapping[str, float] = field(default_factory=dict)
@@ -112,12 +124,16 @@ class Experiment:
                     if self.steps is not None:
                         epochs = max(1, math.ceil(self.steps * self.batch_size / train_size))
                     for method in self.methods:
+                        max_steps = self.max_steps_by_method.get(method, self.max_steps)
+                        if max_steps is not None:
+                            epochs = max(1, math.ceil(max_steps * self.batch_size / train_size))
                         fields = dict(
                             preset=preset, experiment=self.name, task=self.task, method=method,
                             train_size=train_size, regime=self.regime, model_size=model_size, n_test=self.n_test,
                             n_valid=self.n_valid, eval_every=self.eval_every, epochs=epochs,
                             batch_size=self.batch_size, lr=self.lr_by_method.get(method, self.lr),
                             schedule=self.schedule, warmup=self.warmup, weight_decay=self.weight_decay, seed=seed,
+                            max_steps=max_steps, eval_every_steps=self.eval_every_steps,
                         )  # fmt: skip
                         fields.update(overrides)
                         out.append(RunSpec(**fields))
@@ -133,12 +149,15 @@ class Preset:
         description: one line for ``--help``.
         experiments: the tables.
         device: the default device.
+        default_base: returns the pretrained base of the adapter tables when no ``--base`` is given (None: they are
+            skipped without one); called only when such a table runs.
     """
 
     name: str
     description: str
     experiments: tuple[Experiment, ...]
     device: str = "cpu"
+    default_base: Callable[[], str] | None = None
 
     def experiment(self, name: str) -> Experiment:
         for experiment in self.experiments:
@@ -285,7 +304,46 @@ TINY = Preset(
     ),
 )  # fmt: skip
 
-PRESETS: dict[str, Preset] = {p.name: p for p in (CPU_SMALL, PAPER, TINY)}
+
+def smollm2_base() -> str:
+    """The real checkpoint the install brings (`numadapter.smollm2_path`: converted once, then a local directory)."""
+    import numadapter
+
+    return numadapter.smollm2_path()
+
+
+# "pretrained": an equal wall-time budget of about 10 minutes of training per arm on 2 cores at batch 32. Seconds per
+# step on SmolLM2-135M (2 cores): FoNE ~1.7 (one [NUM] per number: 8 tokens per example), digit tokens ~4.5 (16
+# tokens); `python -m eval_harness.bench.real` measured digits / FoNE epoch time x2.0 at batch 16 on one thread.
+PRETRAINED_STEPS = {"fone": 350, "xval": 350, "lora": 130, "digits_ntl_was": 130}
+PRETRAINED_EVAL_EVERY = 25
+PRETRAINED_NOTE = (
+    "The adapter regime on SmolLM2-135M-Instruct (numadapter.smollm2_path(); --base PATH for another base), frozen, "
+    "LoRA r=16 (alpha 32) on the seven projections of every layer (+ the number modules), lr 1e-3 cosine after a 5% "
+    "warmup, batch 32, on the quick start's task (3-4 digit addition, 'a + b =' -> ' c'). Budget: about 10 minutes "
+    "of training per arm on 2 cores (equal wall time): FoNE and xVal "
+    f"{PRETRAINED_STEPS['fone']} steps, LoRA on digit tokens and digits + NTL {PRETRAINED_STEPS['lora']} steps "
+    "(about 1.7 and 4.5 s per step); --max-steps N gives every arm N steps. Validation exact match on 200 held-out "
+    f"problems every {PRETRAINED_EVAL_EVERY} steps (step_curve; its prediction time is not training time), test on "
+    "1,000."
+)
+
+PRETRAINED = Preset(
+    "pretrained",
+    "the real SmolLM2-135M-Instruct (numadapter.smollm2_path(), or --base PATH): quick start addition, LoRA on digits "
+    "vs FoNE + LoRA vs digits + NTL vs xVal, ~10 min of training per arm on 2 cores, validation curve",
+    (
+        Experiment(
+            "addition", "3-4 digit addition on a real pretrained base: LoRA on digit tokens vs number adapters",
+            "quickstart_add", ("lora", "fone", "digits_ntl_was", "xval"), (8000,), regime="adapter", n_test=1000,
+            n_valid=200, eval_every_steps=PRETRAINED_EVAL_EVERY, max_steps_by_method=PRETRAINED_STEPS,
+            batch_size=32, lr=1e-3, note=PRETRAINED_NOTE,
+        ),
+    ),
+    default_base=smollm2_base,
+)  # fmt: skip
+
+PRESETS: dict[str, Preset] = {p.name: p for p in (CPU_SMALL, PAPER, TINY, PRETRAINED)}
 
 
 def get_preset(name: str) -> Preset:
@@ -303,6 +361,7 @@ def expand(
     train_sizes: Sequence[int] | None = None,
     model_sizes: Sequence[int] | None = None,
     steps: int | None = None,
+    max_steps: int | None = None,
     seeds: Sequence[int] | None = None,
     base: str | None = None,
     lora: LoraSettings | None = None,
@@ -317,8 +376,11 @@ def expand(
         methods: only these methods (each table keeps the ones it can run in its regime).
         train_sizes, model_sizes: replace the tables' grids.
         steps: a budget in optimizer steps for every table (see `Experiment.steps`; ``epochs`` overrides it).
+        max_steps: an exact budget in optimizer steps for every run (`Experiment.max_steps`; replaces per-method
+            budgets).
         seeds: replace the tables' seeds (one run per seed); a ``seed`` override is the same as ``seeds=[seed]``.
-        base: the pretrained base for adapter tables (without it they are skipped and named in `skipped`).
+        base: the pretrained base for adapter tables (default: the preset's `Preset.default_base`; without either
+            they are skipped and named in `skipped`).
         lora: LoRA settings for adapter tables.
         skipped: collects a line per skipped table.
         **overrides: `RunSpec` fields for every run (device, seed, epochs, batch_size, lr, threads, n_test, ...).
@@ -335,6 +397,8 @@ def expand(
         seeds = [overrides.pop("seed")]
     overrides.pop("seed", None)
     chosen = [preset.experiment(name) for name in experiments] if experiments else list(preset.experiments)
+    if not base and preset.default_base is not None and any(e.regime == "adapter" for e in chosen):
+        base = preset.default_base()
     specs: list[RunSpec] = []
     for experiment in chosen:
         if experiment.regime == "adapter" and not base:
@@ -354,12 +418,16 @@ def expand(
         if model_sizes:
             experiment = replace(experiment, model_sizes=tuple(model_sizes))
         if steps:
-            experiment = replace(experiment, steps=steps)
+            experiment = replace(experiment, steps=steps, max_steps=None, max_steps_by_method={})
+        if max_steps:
+            experiment = replace(experiment, max_steps=max_steps, max_steps_by_method={})
         if seeds:
             experiment = replace(experiment, seeds=tuple(seeds))
         extra = dict(overrides)
         if "lr" in extra and extra["lr"] is not None:  # one learning rate for every method
             experiment = replace(experiment, lr=extra.pop("lr"), lr_by_method={})
+        if extra.get("batch_size") is not None:  # before `specs` turns step budgets into epochs with it
+            experiment = replace(experiment, batch_size=extra.pop("batch_size"))
         extra = {key: value for key, value in extra.items() if value is not None}
         if experiment.regime == "adapter":
             extra["base"] = base

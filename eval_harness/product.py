@@ -58,8 +58,11 @@ def sft_config(spec: Any, steps_per_epoch: int, output_dir: str | os.PathLike) -
             f"{spec.schedule!r} has none: use --schedule cosine or constant, or --train-path harness."
         )
     total = steps_per_epoch * spec.epochs
+    if spec.max_steps is not None:
+        total = min(total, spec.max_steps)
     return SFTConfig(
-        output_dir=str(output_dir), num_train_epochs=spec.epochs, per_device_train_batch_size=spec.batch_size,
+        output_dir=str(output_dir), num_train_epochs=spec.epochs, max_steps=spec.max_steps or -1,
+        per_device_train_batch_size=spec.batch_size,
         learning_rate=spec.lr, weight_decay=spec.weight_decay, optim="adamw_torch",
         lr_scheduler_type=PRODUCT_SCHEDULES[spec.schedule], warmup_steps=int(spec.warmup * total),
         max_grad_norm=spec.grad_clip if spec.grad_clip > 0 else 0.0, seed=spec.seed, data_seed=spec.seed,
@@ -70,7 +73,9 @@ def sft_config(spec: Any, steps_per_epoch: int, output_dir: str | os.PathLike) -
 
 def train_product(run: Any, examples: Sequence[Example], workdir: str | os.PathLike) -> dict[str, Any]:
     """Trains ``run.built.model`` on `examples` with `numadapter.NumberSFTTrainer`; fills ``run.epoch_s``,
-    ``run.losses``, ``run.load`` and ``run.curve``; returns what the result records under ``product_training``."""
+    ``run.losses``, ``run.load``, ``run.curve``, ``run.step`` / ``run.seen`` and (``eval_every_steps``) the
+    validation points of ``run.step_curve``, whose prediction time is left out of the epoch times; returns what the
+    result records under ``product_training``."""
     from transformers import TrainerCallback
 
     import numadapter
@@ -80,13 +85,20 @@ def train_product(run: Any, examples: Sequence[Example], workdir: str | os.PathL
     args = sft_config(spec, run.steps_per_epoch, os.path.join(workdir, f"sft-{spec.run_id}"))
 
     class Clock(TrainerCallback):
-        """Epoch times (forward, backward, optimizer and collation) and the mean training loss of each epoch."""
+        """Epoch times (forward, backward, optimizer and collation; not validation) and the mean training loss of each
+        epoch; the validation points of ``eval_every_steps``."""
 
         def on_epoch_begin(self, args, state, control, **kwargs):
-            self.start = time.perf_counter()
+            self.start, self.paused = time.perf_counter(), 0.0
+
+        def on_step_end(self, args, state, control, **kwargs):
+            run.step = int(state.global_step)
+            if run.step_point_due():
+                elapsed = sum(run.epoch_s) + time.perf_counter() - self.start - self.paused
+                self.paused += run.step_point(elapsed)
 
         def on_epoch_end(self, args, state, control, **kwargs):
-            run.epoch_s.append(time.perf_counter() - self.start)
+            run.epoch_s.append(time.perf_counter() - self.start - self.paused)
             run.load.append(os.getloadavg()[0])
 
         def on_log(self, args, state, control, logs=None, **kwargs):
@@ -100,6 +112,7 @@ def train_product(run: Any, examples: Sequence[Example], workdir: str | os.PathL
     decayed = set(trainer.get_decay_parameter_names(trainer.model))
     vectors = [n for n, p in trainer.model.named_parameters() if p.requires_grad and p.dim() < 2 and n in decayed]
     output = trainer.train()
+    run.seen = min(run.step * spec.batch_size, len(examples) * spec.epochs)
     run.curve = [
         {"epoch": i + 1, "loss": loss, "epoch_s": s} for i, (loss, s) in enumerate(zip(run.losses, run.epoch_s))
     ]

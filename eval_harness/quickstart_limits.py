@@ -11,13 +11,16 @@ almost only at the previous or the start token there; a random one looks everywh
     python -m eval_harness.quickstart_limits --pretrain 128,512,2,600   # ... pretrained 600 steps as the quick start
     ... --full --lr 1e-3 --set fone_projection=pad --set fone_head_input=slice
 
-`--base` takes any local causal LM saved with its tokenizer; `--random` builds one with the quick start's tokenizer.
+`--base` takes any local causal LM saved with its tokenizer (e.g. the real SmolLM2-135M-Instruct:
+``--base "$(python -c "import numadapter; print(numadapter.smollm2_path())")"``); `--random` builds one with the
+quick start's tokenizer.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import tempfile
@@ -89,11 +92,37 @@ def scale_query_key(path: str, factor: float, out: str) -> str:
     return out
 
 
+def answer_position(tokenizer, text: str, marker: str = "=") -> int:
+    """The index, in ``tokenizer(text)["input_ids"]`` (special tokens included), of the token right after the one
+    that holds the first `marker` character of `text`: the first answer position of ``"682 + 361 = 1043"``.
+
+    Works for any tokenizer: a fast one through its character offsets (a byte-level BPE writes "Ġ=", a digit
+    tokenizer "="), a slow one by counting the tokens of the text up to the marker.
+
+    Raises:
+        ValueError: `text` has no `marker`, or nothing after the token that holds it.
+    """
+    char = text.find(marker)
+    if char < 0:
+        raise ValueError(f"the probe text {text!r} has no {marker!r}; pass a text like '682 + 361 = 1043'.")
+    ids = tokenizer(text)["input_ids"]
+    if getattr(tokenizer, "is_fast", False):
+        offsets = tokenizer(text, return_offsets_mapping=True)["offset_mapping"]
+        holder = next(i for i, (start, end) in enumerate(offsets) if start <= char < end)
+    else:
+        special = set(tokenizer.all_special_ids)
+        leading = next((i for i, token in enumerate(ids) if token not in special), len(ids))
+        holder = leading + len(tokenizer(text[: char + 1], add_special_tokens=False)["input_ids"]) - 1
+    if holder + 1 >= len(ids):
+        raise ValueError(f"the probe text {text!r} ends at its {marker!r}: add the answer after it.")
+    return holder + 1
+
+
 def attention_entropy(path: str, text: str = "682 + 361 = 1043") -> list[list[float]]:
-    """Per layer, the attention entropy (nats) of each head at the token after '=' of `text`.
+    """Per layer, the attention entropy (nats) of each head at the token after '=' of `text` (`answer_position`).
 
     With the quick start's digit tokenizer that token is the 13th of the default text, so uniform attention has
-    ln(13) = 2.56 nats.
+    ln(13) = 2.56 nats (SmolLM2's BPE writes the text in fewer tokens: ln of `answer_position` + 1).
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -101,8 +130,7 @@ def attention_entropy(path: str, text: str = "682 + 361 = 1043") -> list[list[fl
     model = AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager")
     tokenizer = AutoTokenizer.from_pretrained(path)
     batch = tokenizer([text], return_tensors="pt")
-    tokens = tokenizer.convert_ids_to_tokens(batch["input_ids"][0])
-    position = tokens.index("=") + 1
+    position = answer_position(tokenizer, text)
     with torch.no_grad():
         attentions = model(**batch, output_attentions=True).attentions
     out = []
@@ -156,14 +184,16 @@ def main(argv: list[str] | None = None) -> None:
     if args.scale_qk is not None:
         path = scale_query_key(path, args.scale_qk, os.path.join(work, "scaled"))
     entropy = attention_entropy(path)
-    print("attention entropy at the answer position (nats, per layer and head; uniform over the 13 tokens: 2.56):")
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    keys = answer_position(tokenizer, "682 + 361 = 1043") + 1
+    print(f"attention entropy at the answer position (nats, per layer and head; uniform over the {keys} tokens: "
+          f"{math.log(keys):.2f}):")  # fmt: skip
     for layer, heads in enumerate(entropy):
         print(f"  layer {layer}: {[round(h, 2) for h in heads]}")
     settings = dict(encoding="fone", int_digits=5, frac_digits=0, r=16, lora_alpha=32, lora_dropout=0.0,
                     target_modules="all-linear")  # fmt: skip
     settings.update(parse_settings(args.set))
     config = numadapter.NumberAdapterConfig(**settings)
-    tokenizer = AutoTokenizer.from_pretrained(path)
     torch.manual_seed(0)
     model = numadapter.get_peft_model(AutoModelForCausalLM.from_pretrained(path), config, tokenizer=tokenizer)
     if args.full:

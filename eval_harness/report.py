@@ -2,7 +2,9 @@
 
 `build_report(results_dir)` reads every ``*.json`` result under `results_dir` (written by `eval_harness.runner`)
 and writes ``report.md`` plus, per experiment, ``<experiment>_accuracy_vs_train_size.png`` when it has several
-training sizes and ``<experiment>_accuracy_vs_model_size.png`` when it has several model sizes.
+training sizes, ``<experiment>_accuracy_vs_model_size.png`` when it has several model sizes, and, when its runs
+validated every few steps (``step_curve``), a table of those points and ``<experiment>_curve.png`` (validation exact
+match against steps and against training minutes).
 
 Time ratios (the FoNE paper's Table 1) are computed only between runs trained in lockstep (same group, see
 `eval_harness.runner`): for each epoch, method time / reference time of the same epoch, then the median over
@@ -307,8 +309,12 @@ def _setup_line(results: list[dict[str, Any]]) -> str:
         if head
         else ""
     )
+    budget = f"{c['epochs']} epochs"
+    if any(res["config"].get("max_steps") for res in results):  # exact step budgets (RunSpec.max_steps)
+        steps = sorted({f"{run_label(res)} {res['config'].get('max_steps')}" for res in results})
+        budget = f"optimizer steps per run: {', '.join(steps)}"
     return (
-        f"task `{r['task']}`, regime {r['regime']}, {c['epochs']} epochs, batch {c['batch_size']}, lr {lr_text} "
+        f"task `{r['task']}`, regime {r['regime']}, {budget}, batch {c['batch_size']}, lr {lr_text} "
         f"({c['schedule']}, warmup {c['warmup']:g}), weight decay {c['weight_decay']:g}, {seed_text}, "
         f"{r['data']['n_test']:,} test examples{extra_text}; device {env['device']} ({env.get('device_name', '')}), "
         f"{thread_text}, load average (1 min) during epochs {load}; "
@@ -363,6 +369,50 @@ def _plot(results: list[dict[str, Any]], axis: str, path: Path, title: str) -> b
     return True
 
 
+def _step_curve_table(results: list[dict[str, Any]]) -> list[str]:
+    """Validation exact match (%) by optimizer step (`RunSpec.eval_every_steps`), a row per run; the last column is
+    the training seconds at the last point."""
+    curved = [r for r in results if r.get("step_curve")]
+    steps = sorted({p["step"] for r in curved for p in r["step_curve"]})
+    lines = ["| run | " + " | ".join(f"step {s}" for s in steps) + " | train s |",
+             "|---|" + "---|" * (len(steps) + 1)]  # fmt: skip
+    for r in curved:
+        at = {p["step"]: p for p in r["step_curve"]}
+        cells = [_fmt(at[s]["valid_exact_match"], 1, 100.0) if s in at else "" for s in steps]
+        lines.append(f"| {run_label(r)} | " + " | ".join(cells) + f" | {_fmt(r['step_curve'][-1]['train_s'], 0)} |")
+    return lines
+
+
+def _plot_step_curve(results: list[dict[str, Any]], path: Path, title: str) -> bool:
+    """Validation exact match against optimizer steps and against training seconds, one line per run."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, axes = plt.subplots(1, 2, figsize=(9.6, 3.8), dpi=120, sharey=True)
+    for r in sorted((r for r in results if r.get("step_curve")), key=run_label):
+        points = r["step_curve"]
+        ems = [100.0 * (p["valid_exact_match"] or 0.0) for p in points]
+        label = f"{run_label(r)} (seed {r['seed']})"
+        axes[0].plot([p["step"] for p in points], ems, marker="o", markersize=3, label=label)
+        axes[1].plot([p["train_s"] / 60 for p in points], ems, marker="o", markersize=3, label=label)
+    axes[0].set_xlabel("optimizer steps")
+    axes[1].set_xlabel("training minutes (validation excluded)")
+    axes[0].set_ylabel("validation exact match (%)")
+    for ax in axes:
+        ax.set_ylim(-2, 102)
+        ax.grid(True, alpha=0.3)
+    axes[0].legend(fontsize=7)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True
+
+
 def build_report(results_dir: str | Path, out: str | Path | None = None) -> Path:
     """Writes ``report.md`` (and the PNG plots next to it) for every result under `results_dir`.
 
@@ -401,6 +451,14 @@ def build_report(results_dir: str | Path, out: str | Path | None = None) -> Path
         lines += _table(members)
         if len(_splits(members)) > 1:
             lines += ["", "Every test split, per seed:", ""] + _splits_table(members)
+        if any(r.get("step_curve") for r in members):
+            lines += ["", "Validation exact match (%) during training, by optimizer step:", ""]
+            lines += _step_curve_table(members)
+            png = out.parent / f"{name}_curve.png"
+            if _plot_step_curve(members, png, f"{name}: validation exact match during training"):
+                lines += ["", f"![{name}: validation curve]({png.name})"]
+            else:
+                lines += ["", f"(plot {png.name} not written: matplotlib is not installed)"]
         for axis, label in (("train_size", "training-data size"), ("model_size", "model size")):
             values = {
                 r["config"]["train_size"] if axis == "train_size" else r["config"].get("model_size") for r in members

@@ -69,7 +69,12 @@ class RunSpec:
         n_test: test examples (of each test split).
         n_valid: validation examples for the curve (0: none).
         eval_every: validate every this many epochs (0: never).
+        eval_every_steps: validate every this many optimizer steps and after the last (0: never); the points go to
+            the result's ``step_curve`` (step, training seconds so far, mean loss since the last point, validation
+            exact match); their prediction time is left out of the epoch times. Needs `n_valid`.
         epochs: passes over the training set.
+        max_steps: stop after this many optimizer steps (None: every step of `epochs`); the schedule (warmup, decay)
+            spans them. The epochs must hold them: ``max_steps <= epochs * ceil(train_size / batch_size)``.
         batch_size: examples per optimizer step.
         lr: peak learning rate.
         schedule: after a linear warmup: "cosine" (cosine decay to 0), "constant", or "wsd" (constant, then a
@@ -105,7 +110,9 @@ class RunSpec:
     n_test: int = 2000
     n_valid: int = 0
     eval_every: int = 0
+    eval_every_steps: int = 0
     epochs: int = 10
+    max_steps: int | None = None
     batch_size: int = 64
     lr: float = 1e-3
     schedule: str = "cosine"
@@ -138,11 +145,30 @@ class RunSpec:
                     f"{self.method!r} is a plain method: train it with --train-path harness."
                 )
             if self.n_valid and self.eval_every:
-                raise ValueError("the product train path has no validation curve: pass --n-valid 0 or --eval-every 0.")
+                raise ValueError(
+                    "the product train path has no validation curve by epochs: pass --eval-every 0 (its curve is "
+                    "--eval-every-steps N) or --n-valid 0."
+                )
         for name in ("train_size", "n_test", "epochs", "batch_size", "eval_batch_size"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
+        if self.max_steps is not None:
+            if isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int) or self.max_steps < 1:
+                raise ValueError(f"`max_steps` must be a positive integer or None, got {self.max_steps!r}.")
+            held = self.epochs * math.ceil(self.train_size / self.batch_size)
+            if self.max_steps > held:
+                raise ValueError(
+                    f"`max_steps` {self.max_steps} exceeds the {held} steps of {self.epochs} epoch(s) of "
+                    f"{self.train_size} examples in batches of {self.batch_size}: raise --epochs or lower --max-steps."
+                )
+        if isinstance(self.eval_every_steps, bool) or not isinstance(self.eval_every_steps, int):
+            raise ValueError(f"`eval_every_steps` must be an integer >= 0, got {self.eval_every_steps!r}.")
+        if self.eval_every_steps < 0 or (self.eval_every_steps and not self.n_valid):
+            raise ValueError(
+                f"`eval_every_steps` must be >= 0 and needs validation examples, got {self.eval_every_steps} with "
+                f"n_valid={self.n_valid}: pass --n-valid N."
+            )
         if self.train_format not in TRAIN_FORMATS:
             raise ValueError(f"`train_format` must be one of {list(TRAIN_FORMATS)}, got {self.train_format!r}.")
         if self.schedule not in SCHEDULES:
@@ -206,6 +232,9 @@ class _Run:
         self.params = params
         self.steps_per_epoch = math.ceil(len(train) / spec.batch_size)
         total = self.steps_per_epoch * spec.epochs
+        if spec.max_steps is not None:
+            total = min(total, spec.max_steps)
+        self.total_steps = total
         warmup = int(spec.warmup * total)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda step: lr_factor(step, total, warmup, spec.schedule)
@@ -220,6 +249,38 @@ class _Run:
         self.load: list[float] = []
         self.curve: list[dict[str, Any]] = []
         self.product: dict[str, Any] | None = None  # what NumberSFTTrainer did (train_path "product")
+        self.step = 0  # optimizer steps done
+        self.seen = 0  # training examples fed
+        self.step_curve: list[dict[str, Any]] = []  # `RunSpec.eval_every_steps` points
+        self.valid: tuple[EncodedSet, list[Example]] | None = None  # set by run_group when n_valid > 0
+        self.since_point: list[float] = []  # losses since the last step point
+
+    @property
+    def done(self) -> bool:
+        """Whether every optimizer step of the budget has run."""
+        return self.step >= self.total_steps
+
+    def step_point_due(self) -> bool:
+        """Whether a `RunSpec.eval_every_steps` point falls on the step just done."""
+        every = self.spec.eval_every_steps
+        return bool(every) and self.valid is not None and (self.step % every == 0 or self.done)
+
+    def step_point(self, train_s: float) -> float:
+        """Appends a validation point for the step just done (`train_s`: training seconds so far); returns the
+        seconds its prediction took (left out of the epoch time)."""
+        _sync(self.spec.device)
+        start = time.perf_counter()
+        point = {
+            "step": self.step,
+            "train_s": train_s,
+            "loss": statistics.fmean(self.since_point) if self.since_point else math.nan,
+            "valid_exact_match": _valid_exact_match(self, *self.valid),
+        }
+        self.step_curve.append(point)
+        self.since_point = []
+        self.model.train()
+        _sync(self.spec.device)
+        return time.perf_counter() - start
 
     def epoch(self, position: int) -> None:
         spec = self.spec
@@ -234,9 +295,11 @@ class _Run:
             position=position,
         )
         _sync(spec.device)
-        start = time.perf_counter()
+        start, paused, steps = time.perf_counter(), 0.0, 0
         for offset in bar:
-            batch = self.batch(perm[offset : offset + spec.batch_size], spec.device)
+            index = perm[offset : offset + spec.batch_size]
+            batch = self.batch(index, spec.device)
+            self.seen += len(index)
             loss = self.model(**batch).loss
             loss.backward()
             if spec.grad_clip > 0:
@@ -245,22 +308,38 @@ class _Run:
             self.scheduler.step()
             self.optimizer.zero_grad(set_to_none=True)
             total += loss.detach()
+            self.step, steps = self.step + 1, steps + 1
+            if self.spec.eval_every_steps:
+                self.since_point.append(float(loss.detach()))
+            if self.step_point_due():
+                paused += self.step_point(sum(self.epoch_s) + time.perf_counter() - start - paused)
+            if self.done:
+                break
         _sync(spec.device)
-        self.epoch_s.append(time.perf_counter() - start)
-        self.losses.append(float(total) / self.steps_per_epoch)
+        self.epoch_s.append(time.perf_counter() - start - paused)
+        self.losses.append(float(total) / steps)
         self.load.append(os.getloadavg()[0])
+
+
+def _valid_exact_match(run: _Run, encoded: EncodedSet, examples: list[Example]) -> float:
+    """Exact match of the run's predictions on the validation examples (the run's own prediction path)."""
+    spec = run.spec
+    targets = [e.target for e in examples]
+    if run.spec.train_path == "product":
+        preds = predict_product(run, examples, _max_new_tokens(run.train))
+    else:
+        preds = predict(
+            run.method, run.built, encoded, targets,
+            batch_size=spec.eval_batch_size, device=spec.device, max_new_tokens=_max_new_tokens(run.train),
+        )  # fmt: skip
+    return M.exact_match(preds.texts, targets).value
 
 
 def _valid_point(run: _Run, valid: tuple[EncodedSet, list[Example]] | None, epoch: int) -> dict[str, Any]:
     point: dict[str, Any] = {"epoch": epoch, "loss": run.losses[-1], "epoch_s": run.epoch_s[-1]}
     spec = run.spec
     if valid is not None and spec.eval_every and (epoch % spec.eval_every == 0 or epoch == spec.epochs):
-        encoded, examples = valid
-        preds = predict(
-            run.method, run.built, encoded, [e.target for e in examples],
-            batch_size=spec.eval_batch_size, device=spec.device, max_new_tokens=_max_new_tokens(run.train),
-        )  # fmt: skip
-        point["valid_exact_match"] = M.exact_match(preds.texts, [e.target for e in examples]).value
+        point["valid_exact_match"] = _valid_exact_match(run, *valid)
     return point
 
 
@@ -327,6 +406,7 @@ def run_group(
             runs.append(_Run(spec, method, built, train))
             valid = built.codec.encode(valid_examples) if valid_examples else None
             extra.append({"valid": (valid, valid_examples) if valid is not None else None})
+            runs[-1].valid = extra[-1]["valid"]
         lockstep = [spec.method for spec in specs]
         load_start = os.getloadavg()
         epochs = first.epochs
@@ -338,6 +418,8 @@ def run_group(
                 shift = (epoch - 1) % len(runs)
                 for index in list(range(shift, len(runs))) + list(range(shift)):
                     run = runs[index]
+                    if run.done:  # its max_steps ran out in an earlier epoch
+                        continue
                     run.epoch(position=1)
                     run.curve.append(_valid_point(run, extra[index]["valid"], epoch))
         results = []
@@ -445,7 +527,8 @@ def _evaluate(
             "train_s": train_s,
             "epoch_s": run.epoch_s,
             "epoch_s_median": statistics.median(run.epoch_s),
-            "train_examples_per_s": len(train) * len(run.epoch_s) / train_s,
+            "train_examples_per_s": run.seen / train_s,
+            "optimizer_steps": run.step,
             "test_s": test_s,
             "test_examples_per_s": len(test_examples) / test_s,
             "load_avg_per_epoch": run.load,
@@ -454,6 +537,7 @@ def _evaluate(
             "lockstep_with": lockstep,
         },
         "curve": run.curve,
+        "step_curve": run.step_curve,
         "samples": R.samples(test_examples, preds),
         "errors": R.errors(test_examples, preds),
         "environment": R.environment(spec.device),

@@ -15,6 +15,7 @@ from typing import Literal
 from peft import LoraConfig
 
 from numadapter.methods.registry import BUILTIN, get_method, known_methods, unknown_encoding_message
+from numadapter.numbers import find_numbers
 from numadapter.tuner.peft_type import config_peft_type
 
 FONE_PROJECTIONS = ("linear", "pad")
@@ -45,6 +46,33 @@ LEGACY_DEFAULTS = {"fone_head_target": "digit", "gce_form": "add"}
 def with_legacy_defaults(saved: dict) -> dict:
     """`saved` (a config read from disk) with `LEGACY_DEFAULTS` filled in for the fields it does not have."""
     return {**{key: value for key, value in LEGACY_DEFAULTS.items() if key not in saved}, **saved}
+
+
+# Marker strings offered when a `num_token` / `agg_token` value is refused (the first one that fits is named).
+MARKER_CHOICES = {"num_token": ("[NUM]", "<|num|>", "<num>"), "agg_token": ("[AGG]", "<|agg|>", "<agg>")}
+
+
+def marker_choice(name: str, taken: set[str] | frozenset[str] = frozenset()) -> str:
+    """A working value for the marker field `name` (``"num_token"`` / ``"agg_token"``) that is not in `taken`."""
+    return next((choice for choice in MARKER_CHOICES[name] if choice not in taken), f"[{name.upper()}_X]")
+
+
+def check_marker(name: str, value: object) -> None:
+    """The string checks of a marker field (`num_token` / `agg_token`): a non-blank string that holds no number
+    `find_numbers` would read (a marker "5" would be the digit token '5').
+
+    Raises:
+        ValueError: naming the field, the value and a working choice.
+    """
+    fix = f"set {name}={marker_choice(name)!r} (the default) or another new string without digits"
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"`{name}` must be a non-blank string (it becomes a new token), got {value!r}: {fix}.")
+    found = find_numbers(value)
+    if found:
+        raise ValueError(
+            f"`{name}`={value!r} holds the number {found[0].text!r}, which the number finder reads in every text: the "
+            f"marker would be confused with the numbers it stands for; {fix}."
+        )
 
 
 def _choice(name: str, value: object, choices: tuple[str, ...]) -> None:
@@ -88,8 +116,10 @@ class NumberAdapterConfig(LoraConfig):
         int_digits (`int`, defaults to 8): digit places before the decimal point (FoNE's m). Numbers needing
             more places are out of range (see `out_of_range`).
         frac_digits (`int`, defaults to 4): digit places after the decimal point (FoNE's n).
-        num_token (`str`, defaults to `"[NUM]"`): the token that stands for one number.
-        agg_token (`str`, defaults to `"[AGG]"`): the aggregate token placed before a digit-tokenised number.
+        num_token (`str`, defaults to `"[NUM]"`): the token that stands for one number: a new string without digits
+            (not blank, not a token of the base vocabulary, not a special token the tokenizer already uses).
+        agg_token (`str`, defaults to `"[AGG]"`): the aggregate token placed before a digit-tokenised number (the
+            same rules as `num_token`, and different from it).
         aggregate (`bool`, defaults to `False`): with `encoding="digits"`, put an [AGG] token before each number
             whose embedding is the weighted digit aggregate (digit-aggregation paper, eq. 1). Eq. 1 is built for
             integers and ignores the decimal point: 12.5, 125 and 1.25 get the same [AGG] aggregate, and the
@@ -393,8 +423,13 @@ class NumberAdapterConfig(LoraConfig):
             )
         if not isinstance(self.train_eos_row, bool):
             raise ValueError(f"`train_eos_row` must be True or False, got {self.train_eos_row!r}.")
+        check_marker("num_token", self.num_token)
+        check_marker("agg_token", self.agg_token)
         if self.num_token == self.agg_token:
-            raise ValueError(f"`num_token` and `agg_token` must differ, both are {self.num_token!r}.")
+            raise ValueError(
+                f"`num_token` and `agg_token` must differ, both are {self.num_token!r}: set "
+                f"agg_token={marker_choice('agg_token', {self.num_token})!r}."
+            )
         _positive("fone_init_scale", self.fone_init_scale)
         _positive("number_lr_ratio", self.number_lr_ratio)
         _positive("xval_scale", self.xval_scale)

@@ -9,7 +9,9 @@ An export directory holds
 - the tokenizer files (with [NUM] / [AGG] as an added special token) and ``number_tokenizer_config.json``: the
   `NumberTokenizer`;
 - ``number_modules.safetensors``: the number modules of the adapter (FoNE projection and digit head, xVal direction
-  and regression head, the [AGG] aggregate), float32;
+  and regression head, the [AGG] aggregate), float32, and the settings stamp with the SHA-256 of each module tensor
+  and of the [NUM] / EOS rows written into the merged weights (checked by `load_exported`; the rows when loaded in
+  the exported dtype; the rest of the merged weights is an ordinary transformers checkpoint, not digested);
 - ``number_config.json``: the number settings and token ids (the fields `NumberAdapterConfig` adds to LoRA), the
   task type, what was merged, the files written and a copy of ``config.json`` (``"model_config"``), against which
   `load_exported` checks ``config.json`` (`numadapter.export_files.read_model_config`: its ``model_type``; then
@@ -29,7 +31,9 @@ cost of a second copy in memory; ``inplace=True`` merges the model itself, which
 - ordinary bases: PEFT's ``merge_and_unload`` (LoRA, DoRA and the trainable [NUM] rows);
 - 4-bit / 8-bit bitsandbytes bases (QLoRA): each LoRA layer's base weight is dequantised to float32, its LoRA delta
   (``get_delta_weight``) added, and the result stored as an ``nn.Linear`` of the export dtype; the other quantised
-  layers are dequantised the same way. The export is therefore a full-precision model: a warning gives its size;
+  layers are dequantised the same way (a layer that bitsandbytes' CPU forward repacked is read in its new layout,
+  `numadapter.integrations.qlora.dequantize_cpu_packed`). The export is therefore a full-precision model: a warning
+  gives its size;
 - DeepSpeed ZeRO-3 (partitioned parameters): refused. PEFT cannot merge partitioned weights; save the adapter
   (``trainer.save_model()``) and export offline with `export_checkpoint` (``numadapter export --adapter DIR``).
 """
@@ -108,6 +112,10 @@ def _dequantized(module: nn.Module) -> torch.Tensor:
     weight = module.weight
     if not _is_bnb(weight):
         return weight.detach().float()
+    from numadapter.integrations.qlora import dequantize_cpu_packed, is_cpu_packed
+
+    if is_cpu_packed(weight):  # repacked by a CPU forward: dequantize_4bit would misread it
+        return dequantize_cpu_packed(weight)
     from transformers.integrations.bitsandbytes import dequantize_bnb_weight
 
     state = getattr(module, "state", None)
@@ -217,6 +225,7 @@ def export_merged(
 
     from numadapter.export_files import check_export_target, file_listing, staged_directory
     from numadapter.integrations.qlora import quantized_weights
+    from numadapter.tuner.integrity import STAMP, with_digests
 
     tuner, adapter, config = _adapter(model)
     check_tokenizer_matches(number_tokenizer, config, "export_merged")
@@ -245,6 +254,8 @@ def export_merged(
     plain = work.merge_and_unload(adapter_names=[adapter], drop_numbers=True)  # the number modules are saved above
     plain.to(target)
     plain.config.dtype = target
+    if STAMP in module_state:  # digests of the number modules and of the rows numadapter wrote, checked on load
+        module_state[STAMP] = with_digests({**module_state, **_written_rows(plain, config)}, STAMP)
     with staged_directory(out_dir) as staging:  # replaces out_dir whole once every file is written
         plain.save_pretrained(staging, max_shard_size=max_shard_size)
         number_tokenizer.save_pretrained(staging)
@@ -328,6 +339,22 @@ def _number_rows(base: nn.Module, ids: list[int]) -> tuple[torch.Tensor, torch.T
     return rows_in, output.weight.detach()[ids].float().clone()  # (K, H)
 
 
+def _written_rows(model: nn.Module, config: Any) -> dict[str, torch.Tensor]:
+    """The [NUM] / [AGG] / EOS rows of the merged input embedding and (untied) LM head, as stored, keyed
+    ``"<parameter>[<ids>]"`` (their digests are saved in the stamp of ``number_modules.safetensors``)."""
+    from numadapter.tuner.number_modules import end_token_ids, number_token_ids
+    from numadapter.tuner.patches import same_storage
+
+    ids = list(dict.fromkeys(number_token_ids(config) + end_token_ids(config)))
+    names = {id(p): n for n, p in model.named_parameters()}
+    embedding = model.get_input_embeddings().weight
+    weights = [embedding]
+    output = model.get_output_embeddings()
+    if output is not None and not same_storage(output.weight, embedding):
+        weights.append(output.weight)
+    return {f"{names[id(w)]}{ids}": w.detach()[ids] for w in weights if ids}  # (K, H) each
+
+
 def load_exported(
     path: str | os.PathLike, *, dtype: str | torch.dtype | None = None, device_map: Any = None
 ) -> tuple[Any, Any]:
@@ -356,7 +383,7 @@ def load_exported(
     )
     from numadapter.mapping import get_peft_model
     from numadapter.tokenization.tokenizer import NumberTokenizer
-    from numadapter.tuner.integrity import STAMP, check_stamp
+    from numadapter.tuner.integrity import STAMP, check_stamp, digest_error, digest_problems, without_digests
     from numadapter.tuner.number_modules import number_token_ids
 
     path = os.fspath(path)
@@ -379,6 +406,9 @@ def load_exported(
         )
     ids = number_token_ids(config)
     rows_in, rows_out = _number_rows(base, ids)
+    written = _written_rows(base, config)  # checked against their digests when loaded in the exported dtype
+    exported = str(info.get("merged_adapter", {}).get("dtype"))
+    same_dtype = str(base.get_input_embeddings().weight.dtype).removeprefix("torch.") == exported
     model = get_peft_model(base, config)
     tuner = model.base_model
     inner = tuner.model
@@ -391,8 +421,13 @@ def load_exported(
     modules_file = os.path.join(path, NUMBER_MODULES_NAME)
     state = load_file(modules_file)
     check_stamp(config, state.get(STAMP), modules_file, os.path.join(path, NUMBER_CONFIG_NAME))
+    skip = None if same_dtype else written.__contains__
+    problems = digest_problems({**state, **(written if same_dtype else {})}, state.get(STAMP), modules_file, skip)
+    if problems:
+        raise digest_error(problems, f"{modules_file} (with the rows of the model weights)", REEXPORT)
     modules = tuner.number_modules["default"]
     state.setdefault(STAMP, modules.settings_stamp)  # an export written before settings stamps existed
+    state[STAMP] = without_digests(state[STAMP], modules_file)
     device = next(iter(modules.parameters()), torch.empty(0)).device
     try:
         modules.load_state_dict({k: v.to(device) for k, v in state.items()}, strict=True)

@@ -13,6 +13,10 @@ measures its sides in one run (interleaved repetitions in rotating order) and pr
   (``python -m eval_harness.bench.generate_speed``).
 - ``train_throughput``: training throughput from scratch, FoNE vs digit-wise vs subword (FoNE Table 1: time per
   epoch) (``python -m eval_harness.bench.train_throughput``).
+- ``real``: the real checkpoint (SmolLM2-135M-Instruct, `numadapter.smollm2_path`): a training step of the number
+  adapter vs LoRA alone, epoch time of digit tokens vs FoNE, ``model.generate`` adapted vs base per token, and the
+  adapter's trainable parameters / saved bytes / peak RSS vs LoRA's; opt-in in the aggregate runner (``--real``)
+  (``python -m eval_harness.bench.real``).
 - ``import_time``: ``import numadapter`` vs loading every public name, in fresh interpreters; not in the aggregate
   runner (``python -m eval_harness.bench.import_time``).
 

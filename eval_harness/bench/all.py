@@ -13,18 +13,24 @@ ntl_overhead       CE + NTL / CE: loss forward + backward, and a whole training 
 generate_speed     ms per token, numadapter.generation / transformers generate (per size)  <= 1.05
 train_throughput   epoch time from scratch, digit-wise / FoNE (and subword / FoNE)         >= 4
 dataset_size       prepared-dataset bytes, dense (0.1.0, per token) / sparse (per number)  reference only
+real               SmolLM2-135M: step time, fone / lora                                    <= 1.03
+                   epoch time, digits / fone                                               reference only
+                   ms/token, adapted / base ``model.generate``                             <= 1.05
+                   trainable parameters, fone / lora                                       <= 1.01
 =================  ======================================================================  ==============
 
 The table-token reference is the FoNE paper's 329.7 / 149.25 on WikiTableQuestions, a different corpus, so it is
-reported without a pass / fail. ``bench.json`` holds the machine (CPU count, torch version, threads, device, date,
-load average, git commit), the options, the headlines and every benchmark's full result; ``bench.md`` a markdown
-table (benchmark, measured ratio, target, met?) and each benchmark's setup. A benchmark that raises is recorded
-with its error and the others still run.
+reported without a pass / fail. ``real`` (the real checkpoint, `eval_harness.bench.real`, 3-5 minutes) runs only when
+asked for: ``--real`` or ``--only real``. ``bench.json`` holds the machine (CPU count, torch version, threads,
+device, date, load average, git commit), the options, the headlines and every benchmark's full result; ``bench.md``
+a markdown table (benchmark, measured ratio, target, met?) and each benchmark's setup. A benchmark that raises is
+recorded with its error and the others still run.
 
-Run: ``python -m eval_harness.bench [--out DIR] [--quick] [--only table_tokens,train_step] [--threads 1]
+Run: ``python -m eval_harness.bench [--out DIR] [--quick] [--only table_tokens,train_step] [--real] [--threads 1]
 [--clock thread] [--device cuda]``. ``--quick`` uses small sizes and few repetitions (smoke runs and tests; its
 ratios are noisy). On a shared CPU machine ``--threads 1 --clock thread`` times CPU time of the calling thread where
-a benchmark supports it (train_step, generate_speed, train_throughput; ntl_overhead then reports process CPU time).
+a benchmark supports it (train_step, generate_speed, train_throughput, real; ntl_overhead then reports process CPU
+time).
 """
 
 from __future__ import annotations
@@ -47,9 +53,12 @@ import torch
 
 BENCHMARKS = (
     "table_tokens", "tokenizer_speed", "train_step", "ntl_overhead", "generate_speed", "train_throughput",
-    "dataset_size",
+    "dataset_size", "real",
 )  # fmt: skip
+OPT_IN = ("real",)  # run only when named (--only real, --real)
+DEFAULT = tuple(name for name in BENCHMARKS if name not in OPT_IN)
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "results" / "bench"
+REAL_OUT = DEFAULT_OUT.parent / "bench-real"
 QUICK_ARGS: dict[str, list[str]] = {
     "table_tokens": ["--tables", "20"],
     "tokenizer_speed": ["--texts", "100", "--repeats", "2"],
@@ -58,26 +67,37 @@ QUICK_ARGS: dict[str, list[str]] = {
     "generate_speed": ["--sizes", "64x2", "--new-tokens", "8", "--repeats", "2"],
     "train_throughput": "--model-size 1 --batch-size 16 --steps 2 --repeats 2 --warmup 1".split(),
     "dataset_size": ["--examples", "64"],
+    "real": "--batch 2 --step-repeats 1 --epoch-steps 1 --epoch-repeats 1 --gen-batch 2 --new-tokens 2 "
+    "--gen-repeats 1 --warmup 0 --no-rss".split(),
 }
 # which options each benchmark's CLI takes
-_TAKES_THREADS = {"train_step", "ntl_overhead", "generate_speed", "train_throughput"}
-_TAKES_CLOCK = {"train_step", "generate_speed", "train_throughput"}
+_TAKES_THREADS = {"train_step", "ntl_overhead", "generate_speed", "train_throughput", "real"}
+_TAKES_CLOCK = {"train_step", "generate_speed", "train_throughput", "real"}
 _TAKES_DEVICE = {"train_step", "ntl_overhead", "train_throughput"}
 
 
 def parse_only(only: str | None) -> list[str]:
-    """The benchmarks named in a comma-separated `only` (all of them for None / empty), in the order of BENCHMARKS.
+    """The benchmarks named in a comma-separated `only` (`DEFAULT`: all but ``real``, for None / empty), in the order
+    of BENCHMARKS.
 
     Raises:
         ValueError: an unknown name; the message lists the valid ones.
     """
     if not only:
-        return list(BENCHMARKS)
+        return list(DEFAULT)
     names = [name.strip() for name in only.split(",") if name.strip()]
     unknown = [name for name in names if name not in BENCHMARKS]
     if unknown or not names:
         raise ValueError(f"--only got unknown benchmark(s) {unknown or only!r}; choose from {', '.join(BENCHMARKS)}.")
     return [name for name in BENCHMARKS if name in names]
+
+
+def select(only: str | None, real: bool = False) -> list[str]:
+    """The benchmarks to run: `parse_only`'s, and with `real` the real-checkpoint one too (alone without `only`)."""
+    names = parse_only(only)
+    if real:
+        names = [name for name in BENCHMARKS if name == "real" or (only and name in names)]
+    return names
 
 
 def bench_argv(
@@ -172,7 +192,27 @@ def headlines(name: str, result: Any, clock: str = "wall") -> list[dict[str, Any
             )
             for run in result["runs"]
         ]
+    if name == "real":
+        return _real_rows(result)
     raise ValueError(f"unknown benchmark {name!r}; choose from {', '.join(BENCHMARKS)}.")
+
+
+def _real_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The headline rows of `eval_harness.bench.real` (SmolLM2-135M-Instruct)."""
+    step, epoch, gen, memory = (result[k] for k in ("train_step", "epoch", "generate", "memory"))
+    seq = epoch["seq_len_mean"]
+    rss = f"; peak RSS x{memory['rss_ratio']:.3f}" if "rss_ratio" in memory else ""
+    return [
+        _row("real", "step time, fone / lora (SmolLM2-135M)", step["ratio"], "<=", 1.03,
+             f"FLOPs x{step['flops_ratio']:.4f}; same ids and shapes, batch {result['setup']['batch']}"),
+        _row("real", "epoch time, digits / fone (SmolLM2-135M adapter)", epoch["ratio"], None, None,
+             f"tokens per example: digits {seq['digits']:.1f}, fone {seq['fone']:.1f}"),
+        _row("real", "ms/token, adapted model.generate / base generate (SmolLM2-135M)", gen["ratio"], "<=", 1.05,
+             f"PEFT LoRA alone / base x{gen['lora_ratio']:.3f}, adapted / LoRA x{gen['ratio_to_lora']:.3f}; same "
+             f"ids: {gen['same_ids']}"),
+        _row("real", "trainable parameters, fone / lora (SmolLM2-135M)", memory["trainable_ratio"], "<=", 1.01,
+             f"saved adapter bytes x{memory['bytes_ratio']:.4f}{rss}"),
+    ]  # fmt: skip
 
 
 def machine_info(device: str | None = None) -> dict[str, Any]:
@@ -269,7 +309,7 @@ def run_all(
     Args:
         out_dir: the output directory (created).
         quick: small sizes and few repetitions (`QUICK_ARGS`).
-        only: the benchmarks to run (default: all of `BENCHMARKS`).
+        only: the benchmarks to run (default: `DEFAULT`, every one of `BENCHMARKS` but ``real``).
         threads: ``--threads`` for the benchmarks that take it.
         clock: ``"wall"`` or ``"thread"`` (needs ``threads=1``) for the benchmarks that take it.
         device: ``--device`` for the benchmarks that take it (generate_speed always runs on the CPU).
@@ -284,7 +324,7 @@ def run_all(
         raise ValueError(f"`clock` must be 'wall' or 'thread', got {clock!r}.")
     if clock == "thread" and threads != 1:
         raise ValueError(f"--clock thread times one thread's CPU time and needs --threads 1, got threads={threads}.")
-    names = list(only) if only else list(BENCHMARKS)
+    names = list(only) if only else list(DEFAULT)
     for name in names:
         if name not in BENCHMARKS:
             raise ValueError(f"unknown benchmark {name!r}; choose from {', '.join(BENCHMARKS)}.")
@@ -331,9 +371,13 @@ def make_parser() -> argparse.ArgumentParser:
         prog="python -m eval_harness.bench", description=__doc__.splitlines()[0],
         epilog=f"benchmarks: {', '.join(BENCHMARKS)}; each also runs alone: python -m eval_harness.bench.NAME --help",
     )  # fmt: skip
-    parser.add_argument("--out", default=str(DEFAULT_OUT), help="output directory (default: %(default)s)")
+    parser.add_argument("--out", default=None, help=f"output directory (default: {DEFAULT_OUT})")
     parser.add_argument("--quick", action="store_true", help="small sizes, few repetitions (smoke runs, tests)")
     parser.add_argument("--only", default=None, help=f"comma-separated subset of: {','.join(BENCHMARKS)}")
+    parser.add_argument(
+        "--real", action="store_true", help="add the real-checkpoint comparisons (SmolLM2-135M, 3-5 min; alone: "
+        f"the only benchmark, written to {REAL_OUT} unless --out)"
+    )  # fmt: skip
     parser.add_argument("--threads", type=int, default=None, help="torch threads for the benchmarks that take it")
     parser.add_argument(
         "--clock", default="wall", choices=["wall", "thread"], help="thread: CPU time of one thread (--threads 1)"
@@ -346,13 +390,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = make_parser()
     args = parser.parse_args(argv)
     try:
-        only = parse_only(args.only)
+        only = select(args.only, args.real)
         if args.clock == "thread" and args.threads != 1:
             raise ValueError(f"--clock thread needs --threads 1, got --threads {args.threads}.")
     except ValueError as err:
         parser.error(str(err))
     command = " ".join(["python -m eval_harness.bench", *(sys.argv[1:] if argv is None else argv)])
-    return run_all(args.out, quick=args.quick, only=only, threads=args.threads, clock=args.clock,
+    out = args.out or (REAL_OUT if only == ["real"] else DEFAULT_OUT)
+    return run_all(out, quick=args.quick, only=only, threads=args.threads, clock=args.clock,
                    device=args.device, command=command)  # fmt: skip
 
 

@@ -6,11 +6,11 @@ from .base import Task
 from .fermat import fermat_tasks
 from .fone import fone_tasks
 from .ntl import ntl_tasks
+from .quickstart import quickstart_tasks
 from .xval import xval_tasks
 
-TASKS: dict[str, Task] = {
-    task.name: task for family in (fone_tasks, xval_tasks, ntl_tasks, fermat_tasks) for task in family()
-}
+FAMILIES = (fone_tasks, xval_tasks, ntl_tasks, fermat_tasks, quickstart_tasks)
+TASKS: dict[str, Task] = {task.name: task for family in FAMILIES for task in family()}
 
 
 def get_task(name: str) -> Task:

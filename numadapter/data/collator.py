@@ -42,6 +42,7 @@ from typing import Any
 import torch
 
 from numadapter.data.answer_format import check_answer_format, seq2seq_answer_cut, shift_example
+from numadapter.data.checks import warn_cut_examples
 from numadapter.methods.registry import get_method
 from numadapter.wire import (  # noqa: F401  (IGNORE_INDEX, SIDE_FIELDS, LABEL_PREFIX: re-exported, public before)
     GROUP_FIELD,
@@ -61,6 +62,14 @@ PADDING_SIDES = ("left", "right")
 NUMBER_COLUMNS = (*SIDE_FIELDS, GROUP_FIELD, *SPARSE_FIELDS, SPAN_FIELD)
 CAUSAL_COLUMNS = ("input_ids", "attention_mask", "labels", "completion_mask", *NUMBER_COLUMNS)
 SEQ2SEQ_COLUMNS = CAUSAL_COLUMNS + tuple(LABEL_PREFIX + name for name in NUMBER_COLUMNS)
+
+
+_LOST = "__completion_lost__"  # set on an example whose completion the max_length cut removed
+
+
+def _scores(labels: Sequence[int] | None) -> bool:
+    """Whether `labels` hold a scored (not -100) label."""
+    return labels is not None and any(label != IGNORE_INDEX for label in labels)
 
 
 def safe_slice(
@@ -162,6 +171,7 @@ class NumberDataCollator:
             reads them left to right from its start token).
         pad_to_multiple_of: round the padded length up to a multiple of this.
         max_length: truncate ``input_ids`` (and every aligned column) to this many tokens (None: no truncation).
+            The first batch in which the cut takes an example's every scored label warns with their count.
         truncation_mode: ``"keep_start"`` or ``"keep_end"``; a number the cut would split is dropped whole.
         seq2seq: T5 examples (``labels`` + ``labels_num_*`` are the target side; see the module docstring).
         max_target_length: truncate the T5 labels to this many tokens (keep_start).
@@ -293,9 +303,15 @@ class NumberDataCollator:
             cut = safe_slice(
                 len(ids), self.max_length, self.truncation_mode, rows[GROUP_FIELD], ids, self.digit_token_ids, where
             )
+            scored = _scores(rows.get("labels"))
             rows = {key: value[cut] if value else value for key, value in rows.items()}
+            lost = scored and not _scores(rows.get("labels"))
+        else:
+            lost = False
         if self.answer_format == "head" and not self.seq2seq:
             rows = shift_example(rows, self.eos_token_ids or [])
+        if lost:
+            rows[_LOST] = True  # the cut took every scored label: counted and removed by __call__
         return rows
 
     def _target(self, example: Mapping[str, Any], index: int) -> dict[str, list]:
@@ -312,7 +328,10 @@ class NumberDataCollator:
         if self.max_target_length is not None:
             limit, group, digit_ids = self.max_target_length, rows[GROUP_FIELD], self.digit_token_ids
             cut = safe_slice(len(labels), limit, "keep_start", group, labels, digit_ids, where)
+            scored = _scores(rows.get("labels"))
             rows = {key: value[cut] if value else value for key, value in rows.items()}
+            if scored and not _scores(rows.get("labels")):
+                rows[_LOST] = True  # the cut took every scored label: counted and removed by __call__
         if self.answer_format == "head":
             rows = seq2seq_answer_cut(rows, self.eos_token_ids or [])
         return rows
@@ -372,6 +391,11 @@ class NumberDataCollator:
         if not examples:
             raise ValueError("NumberDataCollator got an empty list of examples.")
         sources = [self._source(example, i) for i, example in enumerate(examples)]
+        lost = sum(source.pop(_LOST, False) for source in sources)
+        if lost and not self.__dict__.get("_warned_lost"):  # once per collator: the first batch that loses one
+            self._warned_lost = True
+            what = "of this batch lost their whole completion (later batches are not reported)"
+            warn_cut_examples(lost, len(examples), what, self.max_length, self.truncation_mode)
         batch = self._pad(sources, self.padding_side, "input_ids", self.pad_token_id, "")
         if self.seq2seq:
             targets = [self._target(example, i) for i, example in enumerate(examples)]

@@ -23,7 +23,7 @@ Output columns: ``input_ids``, the numbers as sparse rows, one entry per number 
 with ``labels_number_*`` / ``labels_number_spans``. Only the collator densifies them (`NumberDataCollator`). Like
 TRL, an EOS token is appended to non-conversational causal texts that do not end with one. Truncation
 (``max_length``) uses `numadapter.data.collator.safe_slice`: a number the cut would split is dropped whole.
-Examples left without a trained token are dropped, as TRL does.
+Examples left without a trained token are dropped, as TRL does, with a warning that gives their count.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from numadapter.data.checks import first_example, require_examples
+from numadapter.data.checks import first_example, require_examples, warn_cut_examples
 from numadapter.data.collator import safe_slice
 from numadapter.methods.registry import get_method
 from numadapter.numbers import find_numbers
@@ -362,7 +362,8 @@ def prepare_dataset(
         max_length: truncate ``input_ids`` and its columns (numbers are never split; see `safe_slice`).
         truncation_mode: ``"keep_start"`` or ``"keep_end"``.
         max_target_length: truncate T5 labels (keep_start).
-        completion_only_loss: prompt-completion data: drop examples whose completion was truncated away. False
+        completion_only_loss: prompt-completion data: drop examples whose completion was truncated away (a warning
+            gives how many). False
             (the prompt trained too) also leaves the prompt's numbers without [AGG], as language-modeling data.
         num_proc: processes for `Dataset.map` (ignored for an `IterableDataset`).
         batch_size: examples per tokenizer call.
@@ -398,6 +399,29 @@ def prepare_dataset(
         fn_kwargs = {"max_length": max_length, "mode": truncation_mode, "max_target": max_target_length}
         dataset = dataset.map(_truncate, fn_kwargs={**fn_kwargs, "digit_ids": digit_ids}, features=features)
         if completion_only_loss and fmt.startswith("prompt_completion") and not seq2seq:
-            dataset = dataset.filter(lambda example: any(example["completion_mask"]))
-            require_examples(dataset, "dataset", max_length, truncation_mode)
+            before = getattr(dataset, "num_rows", None)
+            if before is None:  # streamed: the count is unknown, the first dropped example warns
+                dataset = dataset.filter(_KeepCompletion(max_length, truncation_mode))
+            else:
+                dataset = dataset.filter(_has_completion)
+                require_examples(dataset, "dataset", max_length, truncation_mode)
+                warn_cut_examples(before - dataset.num_rows, before, "were dropped", max_length, truncation_mode)
     return dataset
+
+
+def _has_completion(example: Mapping[str, Any]) -> bool:
+    return any(example["completion_mask"])
+
+
+class _KeepCompletion:
+    """The filter of a streamed dataset: keeps examples with a completion token, warns at the first one dropped."""
+
+    def __init__(self, max_length: int | None, mode: str) -> None:
+        self.max_length, self.mode, self.warned = max_length, mode, False
+
+    def __call__(self, example: Mapping[str, Any]) -> bool:
+        keep = _has_completion(example)
+        if not keep and not self.warned:
+            self.warned = True
+            warn_cut_examples(None, None, "are dropped", self.max_length, self.mode)
+        return keep

@@ -30,6 +30,14 @@ float32 master weights in the optimizer; that applies to the number parameters t
 
 bitsandbytes >= 0.50 runs 4-bit layers on CPU too (that is how the tests train a QLoRA model here); install it with
 ``pip install "numadapter[bnb]"``.
+
+CPU repack: on a CPU with AVX512-BF16, bitsandbytes 0.50 rewrites a 4-bit layer's weight into a tiled layout on its
+first forward in eval mode without gradients (``[N * K / 2, 1]`` -> ``[N, K / 2]``, block scales rounded to bf16 and
+stored ``[K / blocksize, N]``) and from then on computes it with a bf16 kernel that has no backward: gradients stop
+flowing through that layer, silently, also in train mode, and ``dequantize_4bit`` of the new layout returns wrong
+weights. `keep_canonical_layout` (called by `prepare_qlora_model` and `numadapter.training.sft.NumberSFTTrainer`)
+turns the repack off and undoes it where it already happened; `dequantize_cpu_packed` reads the tiled layout (the
+export uses it for a layer that was repacked anyway).
 """
 
 from __future__ import annotations
@@ -46,12 +54,15 @@ __all__ = [
     "restore_number_precision",
     "check_number_precision",
     "check_zero3_quant_storage",
+    "keep_canonical_layout",
+    "dequantize_cpu_packed",
 ]
 
 QUANT_TYPES = ("nf4", "fp4")
 STORAGE_DTYPES = (torch.uint8, torch.float16, torch.bfloat16, torch.float32)
 COMPUTE_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 BNB_INSTALL = 'pip install "numadapter[bnb]" (bitsandbytes>=0.50,<0.51)'
+CPU_TILE_ROWS = 32  # rows per tile of bitsandbytes' CPU layout (``_convert_weight_packed_for_cpu``'s ``block_n``)
 
 
 def _require_bitsandbytes() -> None:
@@ -118,6 +129,102 @@ def quantized_weights(model: nn.Module) -> dict[str, torch.Tensor]:
     return {n: p for n, p in model.named_parameters() if type(p).__name__ == "Params4bit"}
 
 
+def is_cpu_packed(weight: torch.Tensor) -> bool:
+    """Whether a ``Params4bit`` is in bitsandbytes' CPU layout (repacked by a forward, see the module docstring)."""
+    return bool(getattr(getattr(weight, "quant_state", None), "packing_format_for_cpu", False))
+
+
+def _cpu_packed_codes(packed: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """The 4-bit codes ``[N, K]`` (uint8, 0..15) of a weight of `shape` ``(N, K)`` stored in the CPU layout.
+
+    That layout (``[N, K / 2]`` bytes) cuts the code matrix into tiles of 32 rows; for each tile and each pair of
+    columns, the 64 codes (32 rows x 2 columns, row-major) take 32 bytes: the first 32 codes in the low nibbles, the
+    last 32 in the high nibbles.
+    """
+    rows, cols = shape
+    chunks = packed.contiguous().view(torch.uint8).reshape(-1, CPU_TILE_ROWS)
+    tiles = torch.cat([chunks & 0xF, chunks >> 4], dim=1)  # [(N / 32) * (K / 2), 64]
+    return tiles.reshape(rows // CPU_TILE_ROWS, cols // 2, CPU_TILE_ROWS, 2).transpose(1, 2).reshape(rows, cols)
+
+
+def _cpu_packed_scales(state: Any) -> torch.Tensor:
+    """The float32 block scales ``[N, K / blocksize]`` of a CPU-layout weight (stored bf16, ``[K / blocksize, N]``)."""
+    return state.absmax.float().T
+
+
+def dequantize_cpu_packed(weight: torch.Tensor) -> torch.Tensor:
+    """The float32 weight ``[out, in]`` of a ``Params4bit`` in bitsandbytes' CPU layout (`is_cpu_packed`).
+
+    These are the weights the repacked layer computes with: the codes of the original quantisation times its block
+    scales as the repack rounded them to bf16 (relative error <= 2^-8 against the weights before the repack; the
+    finer double-quantised scales are gone). ``bitsandbytes.functional.dequantize_4bit`` reads this layout as the
+    original one and returns wrong weights.
+
+    Raises:
+        ValueError: `weight` is not in the CPU layout.
+    """
+    if not is_cpu_packed(weight):
+        raise ValueError(
+            f"dequantize_cpu_packed expects a 4-bit weight in bitsandbytes' CPU layout, got {type(weight).__name__} "
+            f"of shape {list(weight.shape)}: use bitsandbytes.functional.dequantize_4bit for the original layout."
+        )
+    state = weight.quant_state
+    rows, cols = state.shape
+    values = state.code.float().to(weight.device)[_cpu_packed_codes(weight.data, state.shape).long()]
+    scales = _cpu_packed_scales(state)  # [N, K / blocksize]
+    return (values.reshape(rows, -1, state.blocksize) * scales[..., None]).reshape(rows, cols)
+
+
+def _restore_canonical(weight: torch.Tensor) -> None:
+    """Rewrites a CPU-layout ``Params4bit`` into the original layout, in place, keeping its weights exactly.
+
+    The codes go back to bitsandbytes' packing (two per byte, the first in the high nibble, row-major); the bf16
+    block scales become float32 scales without double quantisation (bitsandbytes' own inverse re-quantises them,
+    which changes the weights).
+    """
+    state = weight.quant_state
+    codes = _cpu_packed_codes(weight.data, state.shape).reshape(-1, 2)
+    packed = ((codes[:, 0] << 4) | codes[:, 1]).reshape(state.original_qshape)
+    storage = getattr(state, "original_storage_type", None)
+    weight.data = packed.view(storage) if storage is not None else packed
+    state.absmax = _cpu_packed_scales(state).reshape(-1).contiguous()
+    state.dtype = state.original_dtype
+    state.packing_format_for_cpu = False
+
+
+def _is_bnb_linear4bit(module: nn.Module) -> bool:
+    """A bitsandbytes ``Linear4bit`` (or subclass), told by name so that bitsandbytes need not be imported."""
+    return any(
+        cls.__name__ == "Linear4bit" and cls.__module__.startswith("bitsandbytes.") for cls in type(module).__mro__
+    )
+
+
+def keep_canonical_layout(model: nn.Module) -> list[str]:
+    """Stops bitsandbytes' CPU repack of the 4-bit layers of `model` and undoes it where it already happened.
+
+    The repack (module docstring) makes the layers compute without a backward, so training after an evaluation
+    would lose the gradients through them, and makes their weights unreadable by ``dequantize_4bit``. With it off,
+    the layers compute as during training (de-quantise, then matmul in the compute dtype) in eval mode too; on CPU
+    that is slower than the repacked bf16 kernel. A no-op for models without 4-bit layers and off CPU.
+
+    Args:
+        model: any model; its bitsandbytes ``Linear4bit`` layers are changed in place.
+
+    Returns:
+        The names of the layers whose repack was undone (their weights are unchanged; their block scales are now
+        float32 without double quantisation).
+    """
+    restored = []
+    for name, module in model.named_modules():
+        if not _is_bnb_linear4bit(module):  # (PEFT's LoRA wrapper of one is not: its base layer comes next)
+            continue
+        module.support_avx512bf16_for_cpu = False  # what bitsandbytes checks before it repacks
+        if is_cpu_packed(module.weight):
+            _restore_canonical(module.weight)
+            restored.append(name)
+    return restored
+
+
 def prepare_qlora_model(
     model: nn.Module,
     gradient_checkpointing: bool = True,
@@ -125,9 +232,10 @@ def prepare_qlora_model(
 ) -> nn.Module:
     """PEFT's ``prepare_model_for_kbit_training`` for a 4-bit base, before `numadapter.get_peft_model`.
 
-    Freezes the base, casts its non-quantised bf16 / fp16 parameters (norms, embeddings, LM head) to float32 and, by
-    default, enables gradient checkpointing with ``use_reentrant=False`` (no input-gradient hack needed; works with
-    numadapter's embedding hooks).
+    Freezes the base, casts its non-quantised bf16 / fp16 parameters (norms, embeddings, LM head) to float32, keeps
+    the 4-bit layers in their trainable layout (`keep_canonical_layout`) and, by default, enables gradient
+    checkpointing with ``use_reentrant=False`` (no input-gradient hack needed; works with numadapter's embedding
+    hooks).
 
     Args:
         model: a transformers model loaded with ``quantization_config=qlora_config(...)``.
@@ -150,6 +258,7 @@ def prepare_qlora_model(
     from peft import prepare_model_for_kbit_training
 
     kwargs = {"use_reentrant": False, **dict(gradient_checkpointing_kwargs or {})}
+    keep_canonical_layout(model)
     return prepare_model_for_kbit_training(
         model, use_gradient_checkpointing=gradient_checkpointing, gradient_checkpointing_kwargs=kwargs
     )

@@ -56,7 +56,7 @@ import torch
 from tokenizers import AddedToken, Tokenizer
 from transformers import AutoTokenizer, BatchEncoding
 
-from numadapter.config import NumberAdapterConfig
+from numadapter.config import NumberAdapterConfig, marker_choice
 from numadapter.methods.base import NumberMethod
 from numadapter.methods.registry import get_method
 from numadapter.numbers import ExactNumber
@@ -105,6 +105,41 @@ def _first_prepend(node: Any) -> None:
             _first_prepend(value)
 
 
+# The tokenizer attributes whose token a marker may not be (a marker that is also the pad / eos / ... token would make
+# that token carry numbers).
+_ROLES = ("bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token")
+
+
+def check_marker_token(tokenizer: Any, field: str, content: str) -> None:
+    """Refuses a marker (`field`: ``"num_token"`` / ``"agg_token"``, string `content`) that is already in use.
+
+    A marker must be a new token, or an existing special token that nothing else uses (a directory saved with the
+    marker added, or a reserved special token). Refused: an ordinary token of the vocabulary (the marker would stand
+    for that text too), a special token with a role (pad, eos, bos, unk, ...) or written by the chat template.
+
+    Raises:
+        ValueError: naming the field, the value, what uses it and a working choice.
+    """
+    vocab = tokenizer.get_vocab()
+    special = {t.content for t in getattr(tokenizer, "added_tokens_decoder", {}).values() if t.special}
+    use = None
+    if content in vocab and content not in special:
+        use = f"an ordinary token of the base vocabulary (id {vocab[content]})"
+    else:
+        roles = [role for role in _ROLES if getattr(tokenizer, role, None) == content]
+        template = getattr(tokenizer, "chat_template", None)
+        if roles:
+            use = f"the tokenizer's {' and '.join(roles)}"
+        elif isinstance(template, str) and content in template:
+            use = "a special token written by the tokenizer's chat template"
+    if use is not None:
+        taken = set(vocab) | set(special)
+        raise ValueError(
+            f"`{field}`={content!r} is {use} in {type(tokenizer).__name__}: it would stand for a number and for "
+            f"itself. Set {field}={marker_choice(field, taken)!r} (a new token numadapter adds)."
+        )
+
+
 class NumberTokenizer(NumberEncoding, NumberDecoding, TransformersOptions):
     """Tokenizer wrapper that turns numbers into ``[NUM]``/``[AGG]`` tokens plus exact side tensors.
 
@@ -140,6 +175,7 @@ class NumberTokenizer(NumberEncoding, NumberDecoding, TransformersOptions):
         self.marker_token_id, self._marker = None, None
         if marker_field is not None:
             self._marker = getattr(config, marker_field)
+            check_marker_token(tokenizer, marker_field, self._marker)
             self.marker_token_id = self._ensure_token(self._marker)
             setattr(self, marker_field + "_id", self.marker_token_id)
         for name in ("num_token_id", "agg_token_id"):

@@ -40,7 +40,7 @@ from trl import SFTConfig, SFTTrainer
 
 from numadapter.config import NumberAdapterConfig
 from numadapter.data.collator import NumberDataCollator
-from numadapter.integrations.qlora import restore_number_precision
+from numadapter.integrations.qlora import keep_canonical_layout, restore_number_precision
 from numadapter.tokenization.tokenizer import NumberTokenizer
 from numadapter.training.base import _NumberLossMixin
 from numadapter.training.binding import _bind, _completion_only, _map_datasets
@@ -178,6 +178,8 @@ class NumberSFTTrainer(_NumberLossMixin, SafeCheckpointMixin, SFTTrainer):
             base.forward = own_forward
         # TRL also casts every trainable parameter of a quantised model to bf16; number parts stay float32.
         restore_number_precision(self.model)
+        # bitsandbytes' CPU repack (on an evaluation's forward) would drop the gradients through the 4-bit layers.
+        keep_canonical_layout(self.model)
         self.processing_class = ntok  # checkpoints save number_tokenizer_config.json with the tokenizer
         self._init_numbers()
 

@@ -8,8 +8,13 @@ calls them from:
   and fail with ``HFValidationError: Repo id must be ...``), and an unreadable file (truncated, not safetensors) is a
   `ValueError` naming it. A dict read from a local file remembers the file, for the next check;
 - ``peft.peft_model.set_peft_model_state_dict``: `numadapter.tuner.integrity.check_adapter_state` runs first, for
-  numadapter configs (every number tensor present with its shape, stamped settings equal to the config) and for other
+  numadapter configs (every number tensor present with its shape, stamped settings equal to the config, every tensor
+  equal to the digest saved with it) and for other
   configs whose file holds number modules (an ``adapter_config.json`` edited to ``peft_type: "LORA"``);
+- ``PeftModel.from_pretrained`` and ``PeftModel.load_adapter``: before PEFT builds the model from a local numadapter
+  directory, its config is compared with the settings stamp of the weights file
+  (`numadapter.tuner.integrity.check_saved_settings`), so an edited ``base_hidden_size`` / ``original_vocab_size`` is
+  named as the edited field, not reported as a base model of another shape;
 - ``PeftConfigMixin.from_json_file``: a truncated or invalid JSON config is a `ValueError` naming the file (PEFT's
   ``json.JSONDecodeError`` names only a line and column). It applies to every PEFT config and changes nothing else.
 """
@@ -86,11 +91,49 @@ def _wrap_set_state_dict(original):
 
         config = model.peft_config[adapter_name]
         source = getattr(peft_model_state_dict, "source", SourcedStateDict.source)
-        check_adapter_state(model, config, peft_model_state_dict, adapter_name, source)
-        return original(model, peft_model_state_dict, adapter_name=adapter_name, **kwargs)
+        checked = check_adapter_state(model, config, peft_model_state_dict, adapter_name, source)
+        return original(model, checked, adapter_name=adapter_name, **kwargs)
 
     set_peft_model_state_dict._numadapter_wrapped = True
     return set_peft_model_state_dict
+
+
+def _settings_first(model_id: Any, config: Any, kwargs: dict) -> None:
+    """`check_saved_settings` for a local numadapter directory (`config`: the given config, or None to read it)."""
+    from numadapter.config import NumberAdapterConfig
+    from numadapter.tuner.integrity import check_saved_settings
+
+    subfolder = kwargs.get("subfolder")
+    path = os.path.join(model_id, subfolder) if subfolder and isinstance(model_id, (str, os.PathLike)) else model_id
+    if not _numadapter_dir(path):
+        return
+    if config is None:
+        config = NumberAdapterConfig.from_pretrained(os.fspath(path))
+    if isinstance(config, NumberAdapterConfig):
+        check_saved_settings(os.fspath(path), config)
+
+
+def _wrap_from_pretrained(original):
+    function = original.__func__
+
+    @functools.wraps(function)
+    def from_pretrained(cls, model, model_id, adapter_name="default", is_trainable=False, config=None, **kwargs):
+        _settings_first(model_id, config, kwargs)
+        return function(cls, model, model_id, adapter_name, is_trainable, config, **kwargs)
+
+    from_pretrained._numadapter_wrapped = True
+    return classmethod(from_pretrained)
+
+
+def _wrap_load_adapter(original):
+    @functools.wraps(original)
+    def load_adapter(self, model_id, adapter_name, *args, **kwargs):
+        if adapter_name not in self.peft_config:  # a new adapter: PEFT builds it from the directory's config
+            _settings_first(model_id, None, kwargs)
+        return original(self, model_id, adapter_name, *args, **kwargs)
+
+    load_adapter._numadapter_wrapped = True
+    return load_adapter
 
 
 def _wrap_from_json_file(original):
@@ -111,14 +154,19 @@ def _wrap_from_json_file(original):
 
 
 def install() -> None:
-    """Installs the three wrappers (idempotent)."""
+    """Installs the wrappers (idempotent)."""
     import peft.peft_model as peft_model_module
+    from peft import PeftModel
     from peft.config import PeftConfigMixin
 
     if not getattr(peft_model_module.load_peft_weights, "_numadapter_wrapped", False):
         peft_model_module.load_peft_weights = _wrap_load_peft_weights(peft_model_module.load_peft_weights)
     if not getattr(peft_model_module.set_peft_model_state_dict, "_numadapter_wrapped", False):
         peft_model_module.set_peft_model_state_dict = _wrap_set_state_dict(peft_model_module.set_peft_model_state_dict)
+    if not getattr(PeftModel.__dict__["from_pretrained"].__func__, "_numadapter_wrapped", False):
+        PeftModel.from_pretrained = _wrap_from_pretrained(PeftModel.__dict__["from_pretrained"])
+    if not getattr(PeftModel.load_adapter, "_numadapter_wrapped", False):
+        PeftModel.load_adapter = _wrap_load_adapter(PeftModel.load_adapter)
     current = PeftConfigMixin.__dict__["from_json_file"]
     if not getattr(current.__func__, "_numadapter_wrapped", False):
         PeftConfigMixin.from_json_file = _wrap_from_json_file(current)

@@ -11,7 +11,8 @@ does by hand, once, what `register_peft_method` would do:
 3. wraps the ``get_peft_model_state_dict`` that ``PeftModel.save_pretrained`` calls so that, for numadapter adapters
    only, ``save_embedding_layers="auto"`` means False: PEFT's "auto" saves the *whole* embedding and LM head as soon
    as the vocabulary was resized, but numadapter re-creates the resize itself when loading and saves the [NUM]/[AGG]
-   rows as PEFT trainable tokens (a few KB instead of hundreds of MB). An explicit ``True`` is still honoured;
+   rows as PEFT trainable tokens (a few KB instead of hundreds of MB). An explicit ``True`` is still honoured. The
+   saved settings stamp gets the SHA-256 of every other saved tensor (`numadapter.tuner.integrity.with_digests`);
 4. wraps PEFT's loading functions (`numadapter.tuner.load_hooks`) so that a numadapter adapter file is verified
    against its config before it is loaded (`numadapter.tuner.integrity`).
 
@@ -34,6 +35,7 @@ from typing import Any
 import peft
 from peft.utils.peft_types import PeftType
 
+from numadapter.tuner.integrity import STAMP, with_digests
 from numadapter.tuner.peft_type import (
     PEFT_TYPE_NAME,
     PEFT_TYPE_VALUE,
@@ -62,13 +64,18 @@ def _patch_state_dict_for_save() -> None:
         config = model.peft_config[adapter_name]
         if save_embedding_layers == "auto" and config.peft_type == PEFT_TYPE_VALUE:
             save_embedding_layers = False
-        return original(
+        saved = original(
             model,
             state_dict=state_dict,
             adapter_name=adapter_name,
             unwrap_compiled=unwrap_compiled,
             save_embedding_layers=save_embedding_layers,
         )
+        stamp_key = next((key for key in saved if key.endswith(f"number_modules.{STAMP}")), None)
+        real = stamp_key is not None and saved[stamp_key].numel() and not any(t.is_meta for t in saved.values())
+        if config.peft_type == PEFT_TYPE_VALUE and real:
+            saved[stamp_key] = with_digests(saved, stamp_key)  # checked on load (`integrity.digest_problems`)
+        return saved
 
     get_peft_model_state_dict._numadapter_wrapped = True
     peft_model_module.get_peft_model_state_dict = get_peft_model_state_dict

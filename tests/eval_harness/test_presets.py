@@ -1,4 +1,5 @@
-"""Tests of the harness's seeds, mean ± std report, the ntl_mul table and the locally pretrained base.
+"""Tests of the harness's seeds, mean ± std report, the ntl_mul table, the locally pretrained base and the pretrained
+preset on the real checkpoint.
 
 Expected means and standard deviations are computed by hand in the comments; runs use FoNE Table 6 model 1 and a
 handful of examples, so the whole file takes seconds.
@@ -367,3 +368,44 @@ def test_every_scratch_table_of_the_paper_preset_runs_from_the_cli_at_toy_sizes(
             assert result["metrics"]["exact_match"]["n_total"] == 8
     assert not (out / "adapter").exists()  # needs --base
     assert (out / "report.md").read_text().count("## ") >= 6
+
+
+def test_pretrained_preset_defaults_to_the_real_checkpoint_with_equal_wall_time_budgets():
+    from helpers.real import real_dir
+
+    specs = expand(get_preset("pretrained"))
+    assert [s.method for s in specs] == ["lora", "fone", "digits_ntl_was", "xval"]
+    assert {s.base for s in specs} == {real_dir()} and {s.regime for s in specs} == {"adapter"}
+    assert {(s.task, s.train_size, s.batch_size, s.n_valid, s.eval_every_steps) for s in specs} == {
+        ("quickstart_add", 8000, 32, 200, 25)
+    }
+    # about 10 minutes each on 2 cores: 350 x 1.7 s (one [NUM] per number) ~ 130 x 4.5 s (a token per digit)
+    budgets = {s.method: s.max_steps for s in specs}
+    assert budgets == {"fone": 350, "xval": 350, "lora": 130, "digits_ntl_was": 130}
+    assert {s.method: s.epochs for s in specs} == {"fone": 2, "xval": 2, "lora": 1, "digits_ntl_was": 1}  # 250/epoch
+    assert {s.max_steps for s in expand(get_preset("pretrained"), max_steps=40)} == {40}  # equal steps
+    stepped = expand(get_preset("pretrained"), steps=500)
+    assert {(s.max_steps, s.epochs) for s in stepped} == {(None, 2)}  # --steps: whole epochs, as for other presets
+    other = expand(get_preset("pretrained"), base="/elsewhere", methods=["fone"])
+    assert [(s.method, s.base) for s in other] == [("fone", "/elsewhere")]
+
+
+def test_pretrained_preset_runs_end_to_end_on_the_real_base(tmp_path, capsys):
+    from helpers.real import real_dir
+
+    out = tmp_path / "out"
+    assert main(["run", "--preset", "pretrained", "--max-steps", "2", "--train-sizes", "8", "--batch-size", "4",
+                 "--n-test", "2", "--n-valid", "2", "--eval-every-steps", "2", "--threads", "1",
+                 "--out", str(out)]) == 0  # fmt: skip
+    results = {p.stem: json.loads(p.read_text()) for p in (out / "addition").glob("*.json")}
+    assert sorted(results) == sorted(f"{m}-n8-lora-s0" for m in ("lora", "fone", "digits_ntl_was", "xval"))
+    for result in results.values():
+        assert result["config"]["base"] == real_dir() and result["timing"]["optimizer_steps"] == 2
+        assert [p["step"] for p in result["step_curve"]] == [2]
+        assert 0.0 <= result["metrics"]["exact_match"]["value"] <= 1.0
+    # SmolLM2 writes one token per digit: "1234 + 567 =" -> 1 2 3 4 Ġ+ Ġ 5 6 7 Ġ=; FoNE one [NUM] a number (xVal too,
+    # within the range fitted on these 8 training problems: a larger sum stays text)
+    tokens = {m: results[f"{m}-n8-lora-s0"]["data"]["tokens_per_number"] for m in ("lora", "fone", "xval")}
+    assert tokens["lora"] > 3.0 and tokens["fone"] == 1.0 and tokens["xval"] < tokens["lora"]
+    report = (out / "report.md").read_text()
+    assert "| run | step 2 | train s |" in report and "optimizer steps per run: digits_ntl_was 2, fone 2" in report

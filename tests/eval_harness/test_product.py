@@ -46,6 +46,21 @@ def test_sft_config_carries_the_runs_budget(tmp_path):
     assert args.seed == 3 and args.data_seed == 3 and args.optim == "adamw_torch"
     with pytest.raises(ValueError, match="'wsd' has none"):
         sft_config(RunSpec(**BASE, method="fone", train_path="product", schedule="wsd"), 1, tmp_path)
+    capped = RunSpec(**BASE, method="fone", train_path="product", epochs=14, batch_size=4, warmup=0.14, max_steps=20)
+    args = sft_config(capped, steps_per_epoch=2, output_dir=tmp_path)
+    assert args.max_steps == 20 and args.warmup_steps == 2  # int(0.14 * min(28, 20))
+    assert sft_config(spec, steps_per_epoch=50, output_dir=tmp_path).max_steps == -1  # no cap: the epochs
+
+
+def test_pretrained_preset_on_the_product_path_keeps_its_step_budget_and_curve(tmp_path):
+    out = tmp_path / "out"
+    main(["run", "--preset", "pretrained", "--methods", "fone", "--train-path", "product", "--max-steps", "2",
+          "--train-sizes", "8", "--batch-size", "2", "--n-test", "2", "--n-valid", "2", "--eval-every-steps", "1",
+          "--threads", "1", "--out", str(out)])  # fmt: skip
+    result = json.loads((out / "addition" / "fone-n8-lora-s0-product.json").read_text())
+    assert result["product_training"]["global_steps"] == result["timing"]["optimizer_steps"] == 2  # of 4 per epoch
+    assert [p["step"] for p in result["step_curve"]] == [1, 2]
+    assert result["step_curve"][0]["train_s"] < result["step_curve"][1]["train_s"] <= result["timing"]["train_s"]
 
 
 def test_product_data_is_what_the_harness_head_format_feeds(tmp_path):

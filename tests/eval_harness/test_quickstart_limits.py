@@ -59,3 +59,49 @@ def test_pretrained_base_has_the_requested_sizes_and_was_trained(tmp_path):
     fresh = type(model)(config)
     assert not torch.equal(fresh.model.layers[0].mlp.up_proj.weight, model.model.layers[0].mlp.up_proj.weight)
     assert AutoTokenizer.from_pretrained(path).eos_token_id is not None
+
+
+class _Slow:
+    """A tokenizer seen as slow (no offsets): answer_position counts the tokens up to the marker instead."""
+
+    is_fast = False
+
+    def __init__(self, tokenizer):
+        self._tokenizer = tokenizer
+
+    def __call__(self, *args, **kwargs):
+        return self._tokenizer(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._tokenizer, name)
+
+
+def test_answer_position_finds_the_token_after_the_equals_sign_in_any_tokenizer(tmp_path):
+    from helpers.real import real_tokenizer
+
+    from eval_harness.quickstart_limits import answer_position
+    from numadapter.app.toy import build_tokenizer
+
+    text = "682 + 361 = 1043"
+    toy = build_tokenizer("digits", str(tmp_path / "toy"))  # <s> 6 8 2 Ġ + Ġ 3 6 1 Ġ = | Ġ 1 0 4 3
+    real = real_tokenizer()  # 6 8 2 Ġ+ Ġ 3 6 1 Ġ= | Ġ 1 0 4 3 (no bos): a byte-level BPE writes "Ġ="
+    for tokenizer, expected in ((toy, 12), (real, 9), (_Slow(toy), 12), (_Slow(real), 9)):
+        assert answer_position(tokenizer, text) == expected
+        tokens = tokenizer.convert_ids_to_tokens(tokenizer(text)["input_ids"])
+        assert tokens[expected - 1].endswith("=") and tokens[expected] == "Ġ"
+    with pytest.raises(ValueError, match="has no '='"):
+        answer_position(real, "682 + 361")
+    with pytest.raises(ValueError, match="ends at its '='"):
+        answer_position(real, "682 + 361 =")
+
+
+def test_attention_entropy_runs_on_the_real_checkpoint():
+    import math
+
+    from helpers.real import real_dir
+
+    entropy = attention_entropy(real_dir())  # crashed before: it looked for a "=" token, SmolLM2 writes "Ġ="
+    assert len(entropy) == 30 and all(len(heads) == 9 for heads in entropy)
+    values = [h for heads in entropy for h in heads]
+    assert all(0.0 <= h <= math.log(10) + 1e-4 for h in values)  # 10 keys up to the answer position
+    assert min(values) < 0.5 < max(values)  # a pretrained base: some heads peaked, some spread

@@ -117,6 +117,36 @@ def test_runspec_validation_names_the_value():
         RunSpec(**base, regime="adapter")
     with pytest.raises(ValueError, match="`schedule`"):
         RunSpec(**base, schedule="step")
+    with pytest.raises(ValueError, match="`max_steps` 9 exceeds the 8 steps of 2 epoch"):  # 2 x ceil(8 / 2)
+        RunSpec(**base, epochs=2, batch_size=2, max_steps=9)
+    with pytest.raises(ValueError, match="needs validation examples.*--n-valid"):
+        RunSpec(**base, eval_every_steps=5)
+
+
+def test_max_steps_stop_mid_epoch_and_step_points_stay_out_of_the_training_time(tmp_path, monkeypatch):
+    import time
+
+    from eval_harness import runner
+
+    def slow_validation(run, encoded, examples):  # a stand-in that takes 0.4 s and scores 1 / len(examples)
+        time.sleep(0.4)
+        return 1 / len(examples)
+
+    monkeypatch.setattr(runner, "_valid_exact_match", slow_validation)
+    specs = expand(
+        get_preset("tiny"), methods=["fone", "digits"], train_sizes=[16], max_steps=3, batch_size=4, n_test=4,
+        n_valid=5, eval_every_steps=2, threads=1,
+    )  # fmt: skip
+    assert [(s.epochs, s.max_steps, s.eval_every_steps) for s in specs] == [(1, 3, 2)] * 2  # 3 of 4 steps per epoch
+    for result in runner.run_specs(specs, tmp_path, log=lambda line: None):
+        timing, points = result["timing"], result["step_curve"]
+        assert timing["optimizer_steps"] == 3 and len(timing["epoch_s"]) == 1
+        assert [p["step"] for p in points] == [2, 3]  # every 2 steps, and the last
+        assert [p["valid_exact_match"] for p in points] == [0.2, 0.2]
+        assert all(p["loss"] > 0 for p in points)
+        # two 0.4 s validations ran inside the epoch; neither counts as training time
+        assert 0 < points[0]["train_s"] < points[1]["train_s"] <= timing["train_s"] < 0.4
+        assert timing["train_examples_per_s"] == pytest.approx(12 / timing["train_s"])  # 3 steps of 4
 
 
 def test_lr_factor_warmup_cosine_and_constant():

@@ -12,6 +12,7 @@ import os
 import peft
 import pytest
 import torch
+from helpers.damage import flip_byte
 from safetensors.torch import load_file, save_file
 
 WEIGHTS = "adapter_model.safetensors"
@@ -40,7 +41,12 @@ def test_untouched_adapter_loads_its_number_modules(store, adapter_copy):
     keys = [k for k in saved if ".number_modules." in k]
     assert len(keys) == 6  # FoNE: projection, digit head (+ sign head), settings stamp
     for key in keys:
-        assert torch.equal(loaded[key.split("number_modules.", 1)[1]], saved[key]), key
+        if key.endswith("settings_stamp"):  # the saved one also holds the tensor digests, the model's the settings
+            settings = json.loads(bytes(saved[key].tolist()))
+            assert set(settings.pop("tensor_sha256")) == set(saved) - {key}
+            assert json.loads(bytes(loaded["settings_stamp"].tolist())) == settings
+        else:
+            assert torch.equal(loaded[key.split("number_modules.", 1)[1]], saved[key]), key
 
 
 @pytest.mark.parametrize("dropped", ["number_modules.", "number_modules.head.", "embed_tokens.token_adapter"])
@@ -77,6 +83,8 @@ def test_extra_number_tensor_is_refused(store, adapter_copy):
         ("resized_vocab_size", 999),
         ("num_token_id", 5),
         ("int_digits", 6),
+        ("base_hidden_size", 32),  # before: blamed on the base model ("load it onto the base model it was trained
+        ("original_vocab_size", 100),  # from"), which is the one in use
     ],
 )
 def test_edited_config_fields_are_checked_against_the_saved_tensors(store, fone_adapter, adapter_copy, field, value):
@@ -124,3 +132,47 @@ def test_adapter_saved_before_stamps_loads_with_a_warning(store, adapter_copy):
     with pytest.warns(UserWarning, match="without settings stamps"):
         model = load(store, adapter_copy)
     assert model.base_model.number_modules["default"].head is not None
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight",
+        "base_model.model.model.layers.1.self_attn.v_proj.lora_A.weight",
+        "base_model.number_modules.head.proj.weight",
+        "base_model.model.model.embed_tokens.token_adapter.trainable_tokens_delta",
+    ],
+)
+def test_a_flipped_byte_is_refused_naming_the_file_and_tensor(store, adapter_copy, key):
+    """Before: a flipped byte inside a lora_B tensor loaded without a word (safetensors has no checksum)."""
+    file = os.path.join(adapter_copy, WEIGHTS)
+    flip_byte(file, key, element=5)
+    with pytest.raises(ValueError) as info:
+        load(store, adapter_copy)
+    message = str(info.value)
+    assert f"{file} does not hold the tensors it was saved with" in message
+    assert f"{key}: its bytes changed since it was saved" in message and message.count("bytes changed") == 1
+
+
+def test_a_removed_or_added_lora_tensor_is_refused(store, adapter_copy):
+    removed = "base_model.model.model.layers.1.self_attn.q_proj.lora_B.weight"
+    added = "base_model.model.model.layers.1.self_attn.k_proj.lora_A.weight"
+    edit_weights(
+        adapter_copy, lambda state: {**{k: v for k, v in state.items() if k != removed}, added: state[removed]}
+    )
+    with pytest.raises(ValueError) as info:
+        load(store, adapter_copy)
+    assert f"{removed}: missing (it was saved)" in str(info.value)
+    assert f"{added}: not saved with the adapter" in str(info.value)
+
+
+def test_resaved_adapter_gets_fresh_digests(store, adapter_copy, tmp_path):
+    model = load(store, adapter_copy)
+    with torch.no_grad():
+        model.base_model.number_modules["default"].head.proj.weight.add_(1.0)
+    model.save_pretrained(tmp_path / "again")
+    again = load(store, str(tmp_path / "again"))
+    assert torch.equal(
+        again.base_model.number_modules["default"].head.proj.weight,
+        model.base_model.number_modules["default"].head.proj.weight,
+    )

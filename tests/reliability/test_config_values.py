@@ -10,7 +10,8 @@ import pytest
 import torch
 from helpers.adapter_cases import Case
 
-from numadapter import NumberAdapterConfig, fone_decode, fone_features
+from numadapter import NumberAdapterConfig, NumberTokenizer, fone_decode, fone_features
+from numadapter.mapping import get_peft_model
 
 NAN, INF = float("nan"), float("inf")
 
@@ -66,6 +67,59 @@ def test_next_free_id_through_peft_get_peft_model_still_works(store):
     config = NumberAdapterConfig(num_token_id=rows, target_modules=["q_proj"], task_type="CAUSAL_LM")
     model = peft.get_peft_model(base, config)
     assert model.get_base_model().get_input_embeddings().weight.shape[0] == rows + 1
+
+
+@pytest.mark.parametrize(
+    "field,value,match",
+    [
+        ("num_token", "5", r"`num_token`='5' holds the number '5'.*set num_token='\[NUM\]'"),
+        ("num_token", "[NUM2]", r"`num_token`='\[NUM2\]' holds the number '2'.*set num_token='\[NUM\]'"),
+        ("agg_token", "<1>", r"`agg_token`='<1>' holds the number '1'.*set agg_token='\[AGG\]'"),
+        ("num_token", "", r"`num_token` must be a non-blank string .*got '': set num_token='\[NUM\]'"),
+        ("agg_token", " ", r"`agg_token` must be a non-blank string .*got ' ': set agg_token='\[AGG\]'"),
+        ("num_token", None, r"`num_token` must be a non-blank string .*got None"),
+        ("agg_token", "[NUM]", r"must differ, both are '\[NUM\]': set agg_token='\[AGG\]'"),
+    ],
+)
+def test_bad_marker_strings_are_refused_when_the_config_is_made(field, value, match):
+    """Before: num_token="5" bound [NUM] to the digit token '5' ("a 12 b" and "a 1 b" encoded alike) and "" failed
+    only later, inside the tokenizer."""
+    with pytest.raises(ValueError, match=match):
+        NumberAdapterConfig(**{field: value})
+
+
+@pytest.mark.parametrize(
+    "value,use",
+    [("Ġyear", r"an ordinary token of the base vocabulary \(id \d+\)"), ("</s>", "the tokenizer's eos_token"),
+     ("<pad>", "the tokenizer's pad_token"), ("<unk>", "the tokenizer's unk_token")],
+)  # fmt: skip
+def test_marker_already_used_by_the_tokenizer_is_refused(store, value, use):
+    tokenizer = store.tokenizer("digits")
+    before = len(tokenizer)
+    config = NumberAdapterConfig(num_token=value, target_modules=["q_proj"])
+    match = rf"`num_token`='{value}' is {use} in .* Set num_token='\[NUM\]' \(a new token numadapter adds\)"
+    with pytest.raises(ValueError, match=match):
+        NumberTokenizer(tokenizer, config)
+    with pytest.raises(ValueError, match=match):  # the same check where get_peft_model binds the tokenizer
+        get_peft_model(store.base("llama", False), config, tokenizer=tokenizer)
+    assert len(tokenizer) == before and config.num_token_id is None  # nothing was added or bound
+
+
+def test_marker_refused_in_the_vocabulary_names_a_free_choice(store):
+    tokenizer = store.tokenizer("digits")
+    tokenizer.add_tokens(["[NUM]"])  # an ordinary (not special) added token: the default is taken too
+    with pytest.raises(ValueError, match=r"`num_token`='\[NUM\]' is an ordinary token .* Set num_token='<\|num\|>'"):
+        NumberTokenizer(tokenizer, NumberAdapterConfig())
+
+
+def test_a_free_special_token_and_a_saved_marker_are_accepted(store, tmp_path):
+    tokenizer = store.tokenizer("digits")
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<reserved>"]})
+    ntok = NumberTokenizer(tokenizer, NumberAdapterConfig(num_token="<reserved>"))
+    assert ntok.num_token_id == tokenizer.convert_tokens_to_ids("<reserved>")
+    fresh = NumberTokenizer(store.tokenizer("digits"), NumberAdapterConfig())
+    fresh.save_pretrained(tmp_path)  # [NUM] is now an added special token of the saved tokenizer
+    assert NumberTokenizer.from_pretrained(tmp_path).num_token_id == fresh.num_token_id
 
 
 @pytest.mark.parametrize("bad", [NAN, INF, -INF])

@@ -1,9 +1,10 @@
 """Degenerate data (issue 16, item 3): an empty dataset, every row filtered, rows without numbers, all-masked
-labels, and a number cut at max_length."""
+labels, a number cut at max_length, and examples that max_length leaves without a completion."""
 
 from __future__ import annotations
 
 import math
+import warnings
 
 import datasets
 import pytest
@@ -12,6 +13,7 @@ from helpers.adapter_cases import Case, build, make_batch
 from trl import SFTConfig
 
 from numadapter.data import prepare_dataset
+from numadapter.data.collator import NumberDataCollator
 from numadapter.training.seq2seq import NumberSeq2SeqTrainer
 from numadapter.training.sft import NumberSFTTrainer
 
@@ -108,3 +110,47 @@ def test_a_number_cut_at_max_length_is_dropped_whole(store):
     kept = cut["input_ids"]
     assert kept == full[: len(kept)] and not digits & set(kept)  # no partial number: none of its digits kept
     assert len(kept) < first_digit + 2
+
+
+SHORT = {"prompt": "What is 2 plus 3?", "completion": " It is 5."}  # 16 tokens, the last 7 the completion
+LONG = {"prompt": "What is 2 plus 3? " * 5, "completion": " It is 5."}  # 53 tokens: max_length=16 cuts the completion
+DROPPED = r"2 of 4 examples were dropped: truncated to max_length=16 \(truncation_mode='keep_start'\).*Raise max_len"
+
+
+def test_examples_dropped_by_max_length_are_counted(store):
+    """Before: the two cut examples vanished without a word."""
+    _, ntok, _ = build(store, LLAMA)
+    with pytest.warns(UserWarning, match=DROPPED):
+        prepared = prepare_dataset(datasets.Dataset.from_list([SHORT, LONG, LONG, SHORT]), ntok, max_length=16)
+    assert prepared.num_rows == 2
+
+
+def test_trainer_warns_about_examples_dropped_by_max_length(store, tmp_path):
+    with pytest.warns(UserWarning, match=DROPPED):
+        trainer, logs = train(store, tmp_path, [SHORT, LONG, SHORT, LONG], max_length=16, max_steps=1)
+    assert trainer.train_dataset.num_rows == 2 and len(logs) == 1
+
+
+def test_streamed_examples_dropped_by_max_length_warn_once(store):
+    _, ntok, _ = build(store, LLAMA)
+    data = datasets.Dataset.from_list([SHORT, LONG, LONG, SHORT]).to_iterable_dataset()
+    prepared = prepare_dataset(data, ntok, max_length=16)
+    with pytest.warns(UserWarning, match=r"Examples are dropped: truncated to max_length=16") as caught:
+        kept = list(prepared)
+    assert len(kept) == 2 and len([w for w in caught if "are dropped" in str(w.message)]) == 1
+
+
+def test_collator_warns_once_about_examples_that_lose_their_completion(store):
+    """Tokenized data is cut by the collator, where the example stays but its every label becomes -100."""
+    _, ntok, _ = build(store, LLAMA)
+    prepared = list(prepare_dataset(datasets.Dataset.from_list([SHORT, LONG]), ntok))
+    collator = NumberDataCollator.from_tokenizer(ntok, max_length=16)
+    match = r"1 of 2 examples of this batch lost their whole completion .* max_length=16"
+    with pytest.warns(UserWarning, match=match):
+        batch = collator(prepared)
+    scored = (batch["labels"] != -100).sum(dim=1).tolist()
+    assert scored == [7, 0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        collator(prepared)  # warned once per collator
+        NumberDataCollator.from_tokenizer(ntok)(prepared)  # no max_length: nothing is cut

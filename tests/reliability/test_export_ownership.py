@@ -10,6 +10,7 @@ import peft
 import pytest
 import torch
 from helpers.adapter_cases import Case, build, make_batch
+from helpers.damage import flip_byte
 
 from numadapter.export import NUMBER_CONFIG_NAME, export_merged, load_exported
 
@@ -150,6 +151,31 @@ def test_load_exported_checks_the_settings_stamp(exported, tmp_path):
     out = damaged_copy(exported, tmp_path, edit)
     with pytest.raises(ValueError, match=r"fone_head_target: the config says 'digit', the saved tensors .* 'feature'"):
         load_exported(out)
+
+
+def test_a_flipped_byte_in_the_number_modules_is_refused(exported, tmp_path):
+    key = "head.proj.weight"
+    out = damaged_copy(exported, tmp_path, lambda d: flip_byte(os.path.join(d, "number_modules.safetensors"), key, 3))
+    with pytest.raises(ValueError) as info:
+        load_exported(out)
+    message = str(info.value)
+    assert f"{os.path.join(out, 'number_modules.safetensors')} (with the rows of the model weights)" in message
+    assert f"{key}: its bytes changed since it was saved" in message and message.count("bytes changed") == 1
+
+
+def test_a_flipped_byte_in_a_written_row_is_refused(exported, tmp_path):
+    """The [NUM] row numadapter wrote into the merged embedding (model.safetensors) is digested too."""
+    info = json.load(open(os.path.join(exported[0], NUMBER_CONFIG_NAME)))
+    num_id, eos_id = info["number_config"]["num_token_id"], info["number_config"]["eos_token_id"]
+    hidden = info["number_config"]["base_hidden_size"]
+    key = "model.embed_tokens.weight"
+    out = damaged_copy(
+        exported, tmp_path, lambda d: flip_byte(os.path.join(d, "model.safetensors"), key, num_id * hidden)
+    )
+    with pytest.raises(ValueError, match=rf"{key}\[{num_id}, {eos_id}\]: its bytes changed since it was saved"):
+        load_exported(out)
+    model, _ = load_exported(out, dtype="bfloat16")  # another dtype: the rows cannot be compared, the modules are
+    assert model.get_base_model().dtype == torch.bfloat16
 
 
 def test_untouched_export_loads(exported):

@@ -56,6 +56,8 @@ PINS = [
     # 150.5 / 7 = 21.5
     ("fermat_1dp", "test", 1, "7 friends share a bill of 150.5 dollars equally. How many dollars does each friend "
      "pay?", "21.5"),
+    # 5339 + 8746 = 14085 (the quick start's format: spaces around "+", the answer after a space)
+    ("quickstart_add", "test", 0, "5339 + 8746 =", "14085"),
 ]  # fmt: skip
 
 
@@ -110,7 +112,7 @@ def _reference_answer(example: Example) -> Fraction:
         x, y, z = (Fraction(v) for v in md["operands"])
         d = 10 if task.endswith("d10") else -190
         return Fraction(int(Fraction(3, 2) * x - 2 * y + Fraction(1, 2) * z - d > 0))
-    if task.startswith(("fone_", "xval_", "ntl_mul")):
+    if task.startswith(("fone_", "xval_", "ntl_mul", "quickstart_add")):
         return _eval_expression(example.prompt.rstrip("="))
     if task == "ntl_qa":
         a_text, b_text = md["operands"]
@@ -278,6 +280,16 @@ def test_ntl_multiplication_interpolation_and_extrapolation_digits():
         six_first += len(a) == 6
         six_second += len(b) == 6
     assert six_first and six_second  # the 6-digit factor appears on both sides
+
+
+def test_quickstart_addition_draws_3_and_4_digit_operands_equally_in_the_quick_start_format():
+    examples = get_task("quickstart_add").generate("train", 2000, seed=0)
+    lengths = [len(x) for e in examples for x in e.metadata["operands"]]
+    assert set(lengths) == {3, 4} and abs(lengths.count(3) - lengths.count(4)) < 200  # 4,000 operands, ~50% each
+    for e in examples:
+        a, b = e.metadata["operands"]
+        assert (e.prompt, e.sep, e.text()) == (f"{a} + {b} =", " ", f"{a} + {b} = {int(a) + int(b)}")
+    assert {int(e.metadata["operands"][0]) < int(e.metadata["operands"][1]) for e in examples} == {True, False}
 
 
 def test_ntl_qa_templates_and_extrapolation_magnitudes():

@@ -261,6 +261,9 @@ def test_zero3_init_saves_the_adapter_whole_with_the_real_vocabulary(runs: Runs)
     expected = _tensors(reference / "adapter_model.safetensors")
     assert sorted(saved) == sorted(expected)
     assert any("embed_tokens.token_adapter" in k for k in saved) and any("number_modules" in k for k in saved)
+    stamps = [json.loads(bytes(d.pop("base_model.number_modules.settings_stamp").tolist())) for d in (saved, expected)]
+    digests = [stamp.pop("tensor_sha256") for stamp in stamps]  # of tensors equal to 1e-5, so not to the byte
+    assert stamps[0] == stamps[1] and sorted(digests[0]) == sorted(digests[1]) == sorted(saved)
     for key, value in saved.items():
         assert value.numel() > 0 and value.shape == expected[key].shape, f"{key} was saved {tuple(value.shape)}"
         torch.testing.assert_close(value, expected[key], atol=1e-5, rtol=0, msg=f"{key} differs from 1 process")
