@@ -123,7 +123,8 @@ def test_summary_reads_the_measured_numbers():
     assert lines[1] == "Won on exact match: LoRA only, by 70.0 points (90.0% against 20.0%)."
     assert lines[2] == "Lower mean absolute error after fine-tuning: LoRA only." and len(lines) == 4
     timed = summary([result("LoRA only", 180.0, 0.3, 9.0, 40), result("FoNE + LoRA", 180.0, 0.3, 9.0, 100)], REAL, "m")
-    assert timed[0].startswith(f"Same wall time for both ({REAL.budget_seconds:.0f} s of training each): FoNE + LoRA took 100")
+    budget = f"Same wall time for both ({REAL.budget_seconds:.0f} s of training each): FoNE + LoRA took 100 steps"
+    assert timed[0].startswith(budget)
     assert timed[1] == "Exact match is a tie: 30.0% each."
     fone = result("FoNE + LoRA", 40.0, 0.4, 9.0)
     fone.curve = [(500, 0.0), (1000, 0.125), (2000, 0.4)]
