@@ -62,7 +62,12 @@ ARMS: dict[str, Arm] = {
     "fone_ratio10": Arm(
         "fone", 1e-3, {"number_lr_ratio": 10.0}, hypothesis="optimisation: number modules at 10x LoRA's rate"
     ),
-    "xval": Arm("xval", 1e-3, {"number_lr_ratio": 10.0}, hypothesis="xVal + LoRA, number modules at 10x"),
+    "xval": Arm(
+        "xval",
+        1e-3,
+        {"number_lr_ratio": 10.0, "xval_scale": 4000.0},
+        hypothesis="xVal + LoRA, number modules at 10x; values / 4000 so sums up to 20,000 fit the clip of 5",
+    ),
 }
 
 
