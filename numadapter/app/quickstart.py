@@ -241,12 +241,24 @@ def _curve_callback(score: Callable[..., dict], name: str, steps: int, budget: f
             self.seconds = 0.0
             self.trained = 0.0
             self.begin = 0.0
+            self.bar: Any = None
+
+        def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if self.bar is not None:
+                self.bar.close()
 
         def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             self.begin = time.perf_counter()
+            # under a time budget the bar counts seconds of training (the step count is not known in advance)
+            self.bar = (
+                tqdm(total=round(budget), desc="training", unit="s", disable=print_fn is not print) if budget else None
+            )
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             self.trained = time.perf_counter() - self.begin - self.seconds
+            if self.bar is not None:
+                self.bar.set_postfix(step=state.global_step)
+                self.bar.update(min(round(self.trained), self.bar.total) - self.bar.n)
             if budget is not None and self.trained >= budget:
                 control.should_training_stop = True
                 return  # the final score is the table's "after"
@@ -324,6 +336,10 @@ def _finetune(
         model=model, args=args, train_dataset=datasets.Dataset.from_list(train_rows), processing_class=ntok,
         callbacks=[curve],
     )  # fmt: skip
+    if budget:  # the trainer's own bar would count up to the step cap; the curve callback shows seconds instead
+        from transformers import ProgressCallback
+
+        trainer.remove_callback(ProgressCallback)
     what = f"{budget:.0f} s of wall time" if budget else f"{spec.finetune_steps} steps"
     print_fn(f"[{name}] fine-tuning for {what} (batch {spec.batch_size}, learning rate {spec.learning_rate:g}):")
     start = time.perf_counter()
@@ -364,9 +380,10 @@ def summary(results: list[Result], spec: TinySpec, model: str | None) -> list[st
     lora, fone = results
     lines = []
     if spec.budget_seconds:
+        why = " (one token per number makes a FoNE step shorter)" if fone.steps > lora.steps else ""
         lines.append(
             f"Same wall time for both ({spec.budget_seconds:.0f} s of training each): FoNE + LoRA took {fone.steps} "
-            f"steps, LoRA only {lora.steps} (one token per number makes a FoNE step shorter)."
+            f"steps, LoRA only {lora.steps}{why}."
         )
     elif lora.seconds > 0 and fone.seconds > 0:
         why = ""
