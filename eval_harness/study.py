@@ -59,6 +59,12 @@ ARMS: dict[str, Arm] = {
         {"number_lr_ratio": 10.0, "fone_head_input": "rotation"},
         hypothesis="head: the answer's features as the complex product of two read-outs (angles add)",
     ),
+    "fone_rotation_r1": Arm(
+        "fone",
+        1e-3,
+        {"fone_head_input": "rotation"},
+        hypothesis="rotation head at LoRA's rate (the product of two read-outs diverged at 10x)",
+    ),
     "fone_ratio10": Arm(
         "fone", 1e-3, {"number_lr_ratio": 10.0}, hypothesis="optimisation: number modules at 10x LoRA's rate"
     ),
