@@ -307,13 +307,15 @@ def report(out: Path) -> str:
         import matplotlib.pyplot as plt
 
         tasks = sorted({r["task"] for r in records})
-        fig, axes = plt.subplots(1, len(tasks), figsize=(6 * len(tasks), 4), squeeze=False)
-        for ax, task in zip(axes[0], tasks):
+        fig, axes = plt.subplots(2, len(tasks), figsize=(6 * len(tasks), 7), squeeze=False)
+        for column, task in enumerate(tasks):
             for r in (r for r in records if r["task"] == task):
-                ax.plot([p["seconds"] for p in r["curve"]], [p["exact_match"] for p in r["curve"]], marker="o",
-                        label=r["arm"])  # fmt: skip
-            ax.set(title=task, xlabel="training seconds (2-core CPU)", ylabel="held-out exact match")
-            ax.legend(fontsize=7)
+                steps = [p["step"] for p in r["curve"]]
+                axes[0][column].plot(steps, [p["exact_match"] for p in r["curve"]], marker="o", label=r["arm"])
+                axes[1][column].plot(steps, [p["mae"] for p in r["curve"]], marker="o", label=r["arm"])
+            axes[0][column].set(title=task, xlabel="optimizer steps (batch 32)", ylabel="held-out exact match")
+            axes[1][column].set(xlabel="optimizer steps (batch 32)", ylabel="mean absolute error", yscale="log")
+            axes[0][column].legend(fontsize=7)
         fig.tight_layout()
         fig.savefig(out / "curves.png", dpi=100)
     except ImportError:
