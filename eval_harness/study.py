@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,31 +76,18 @@ ARMS: dict[str, Arm] = {
 }
 
 
-def _operand(rng: random.Random, min_digits: int, max_digits: int) -> int:
-    digits = rng.randint(min_digits, max_digits)
-    return rng.randrange(10 ** (digits - 1), 10**digits)
-
-
 def task_rows(task: str, n: int, seed: int, exclude: set[str] | None = None) -> list[dict[str, str]]:
     """`n` prompt/completion rows of a task with 3-4 digit operands (seeded; `exclude`: prompts to skip).
 
-    ``addition``: the quick start's ``"a + b ="`` (`numadapter.app.quickstart.addition_examples`).
-    ``subtraction``: ``"a - b ="`` with ``a >= b``, so the answer is a non-negative integer.
+    ``addition``: the quick start's ``"a + b ="``; ``subtraction``: ``"a - b ="`` with ``a >= b``, so the answer is a
+    non-negative integer (`numadapter.app.quickstart.arithmetic_examples`).
     """
-    if task == "addition":
-        from numadapter.app.quickstart import addition_examples
+    from numadapter.app.quickstart import arithmetic_examples
 
-        return addition_examples(n, 3, 4, seed=seed, exclude=exclude)
-    if task != "subtraction":
+    operators = {"addition": "+", "subtraction": "-"}
+    if task not in operators:
         raise ValueError(f"unknown task {task!r}: use 'addition' or 'subtraction'.")
-    rng = random.Random(seed)
-    rows: list[dict[str, str]] = []
-    while len(rows) < n:
-        a, b = sorted((_operand(rng, 3, 4), _operand(rng, 3, 4)), reverse=True)
-        prompt = f"{a} - {b} ="
-        if exclude is None or prompt not in exclude:
-            rows.append({"prompt": prompt, "completion": f" {a - b}"})
-    return rows
+    return arithmetic_examples(n, operators[task], 3, 4, seed=seed, exclude=exclude)
 
 
 def run_arm(name: str, task: str, steps: int, eval_every: int, n_train: int, n_eval: int, batch: int, seed: int,

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from numadapter.app import cli
-from numadapter.app.quickstart import addition_examples, run_quickstart
+from numadapter.app.quickstart import addition_examples, arithmetic_examples, run_quickstart
 
 
 def test_addition_examples_are_exact_and_cover_the_digit_range():
@@ -26,6 +26,8 @@ def test_addition_examples_are_exact_and_cover_the_digit_range():
     assert not seen & {row["prompt"] for row in held_out}
     with pytest.raises(ValueError, match="min_digits=5, max_digits=4"):
         addition_examples(1, 5, 4)
+    with pytest.raises(ValueError, match="`operator` must be '\\+' or '-', got '\\*'"):
+        arithmetic_examples(1, "*")
 
 
 def test_tiny_quickstart_runs_end_to_end_and_prints_what_it_measured(tmp_path):
