@@ -24,7 +24,11 @@ def same(a, b, path="state") -> None:
     assert type(a) is type(b), (path, type(a), type(b))
     if isinstance(a, torch.Tensor):
         assert a.dtype == b.dtype and a.shape == b.shape, path
-        assert torch.equal(a, b) or (a.is_floating_point() and torch.equal(a.isnan(), b.isnan())), path
+        if a.is_floating_point():  # NaN in the same places, equal values everywhere else
+            nan = a.isnan()
+            assert torch.equal(nan, b.isnan()) and torch.equal(a[~nan], b[~nan]), path
+        else:
+            assert torch.equal(a, b), path
     elif isinstance(a, np.ndarray):
         assert a.dtype == b.dtype and np.array_equal(a, b, equal_nan=a.dtype.kind == "f"), path
     elif isinstance(a, dict):
@@ -39,6 +43,31 @@ def same(a, b, path="state") -> None:
         assert b != b, path
     else:
         assert a == b, path
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ({"exp_avg": torch.tensor([1.0, 2.0])}, {"exp_avg": torch.tensor([1.0, 2.5])}),  # a changed value
+        (torch.tensor([float("nan"), 1.0]), torch.tensor([1.0, float("nan")])),  # NaN moved
+        (torch.tensor([float("nan"), 1.0]), torch.tensor([float("nan"), 2.0])),  # NaN kept, a value changed
+        (torch.tensor([float("inf")]), torch.tensor([float("-inf")])),
+        (torch.ones(2).bfloat16(), torch.ones(2).bfloat16() * 2),
+        (torch.tensor([1, 2]), torch.tensor([1, 3])),
+        (torch.ones(2), torch.ones(2, dtype=torch.float64)),
+        (np.array([np.nan, 1.5]), np.array([np.nan, 2.5])),
+        ([float("nan"), 0.1], [float("nan"), 0.2]),
+    ],
+)
+def test_same_tells_changed_values_apart(a, b):
+    """The comparison the round trips rely on fails on any changed value, NaN or not."""
+    with pytest.raises(AssertionError):
+        same(a, b)
+
+
+def test_same_accepts_equal_states_with_nan():
+    a = {"v": torch.tensor([float("nan"), 1.0, float("-inf")]), "w": [float("nan")], "n": np.array([np.nan, 1.5])}
+    same(a, {"v": a["v"].clone(), "w": [float("nan")], "n": a["n"].copy()})
 
 
 def test_round_trip_keeps_every_type(tmp_path):
