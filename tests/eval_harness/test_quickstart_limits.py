@@ -1,4 +1,5 @@
-"""eval_harness.quickstart_limits: the probes behind the quick start's diagnosis (README, Quick start)."""
+"""eval_harness.quickstart_limits: the probes behind the quick start's diagnosis (docs/results.md, "What limits
+FoNE + LoRA on a tiny pretrained base")."""
 
 from __future__ import annotations
 

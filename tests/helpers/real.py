@@ -12,8 +12,9 @@ import functools
 
 import torch
 
-# How far an export's logits may be from the adapter's on this checkpoint (float32), as the README states ("Merge and
-# export"): float32 rounding over 30 layers, 0.9e-4 to 3.8e-4 measured with LoRA r=16 on every linear layer.
+# How far an export's logits may be from the adapter's on this checkpoint (float32), as the README and docs/guide.md,
+# "Merge and export", state: float32 rounding over 30 layers, 0.9e-4 to 3.8e-4 measured with LoRA r=16 on every
+# linear layer.
 EXPORT_ATOL = 5e-4
 
 

@@ -69,7 +69,7 @@ def test_names_are_the_objects_of_their_modules_and_submodules_are_attributes():
     from numadapter.training.sft import NumberSFTTrainer
 
     assert numadapter.NumberTokenizer is NumberTokenizer and numadapter.NumberSFTTrainer is NumberSFTTrainer
-    assert numadapter.generation.numbers_of is numbers_of  # README: `numadapter.generation.numbers_of(output)`
+    assert numadapter.generation.numbers_of is numbers_of  # docs/guide.md, "Generation"
     assert set(numadapter.__all__) <= set(dir(numadapter))
     with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):
         numadapter.not_a_name  # noqa: B018
