@@ -1,13 +1,14 @@
-"""The README's Python API block runs as written and gives the results its comments show."""
+"""The README's Python blocks run as written, in the order a reader runs them, and give the results their comments
+show."""
 
 from __future__ import annotations
 
 import re
 
+import pytest
 import torch
 from helpers.paths import ROOT
 
-from numadapter.app.toy import build_tokenizer
 from numadapter.generation import numbers_of
 
 README = ROOT / "README.md"
@@ -17,9 +18,9 @@ def _python_blocks() -> list[str]:
     return re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
 
 
-def test_api_block_runs_and_matches_its_comments(tmp_path):
+def test_api_block_runs_and_matches_its_comments():
     block = _python_blocks()[0]
-    namespace = {"tokenizer": build_tokenizer("llama3", tmp_path / "tok")}
+    namespace: dict = {}
     exec(compile(block, str(README), "exec"), namespace)
     assert [(s.text, str(s.exact)) for s in namespace["spans"]] == [
         ("1,234.50", "1234.5"),
@@ -73,7 +74,7 @@ def test_chat_block_trains_on_messages_and_generates_numbers(capsys):
     exec(compile(chat_block, str(README), "exec"), namespace)
     ntok, model, inputs, reply = namespace["ntok"], namespace["model"], namespace["inputs"], namespace["reply"]
     text = ntok.apply_chat_template(namespace["chat"], tokenize=False, add_generation_prompt=True)
-    assert text == "user: What is 12 + 30?\nassistant:"
+    assert "<|im_start|>user\nWhat is 12 + 30?<|im_end|>" in text and text.endswith("<|im_start|>assistant\n")
     assert inputs["number_texts"] == [["12", "30"]]  # numbers in: two [NUM] in the encoded conversation
     assert inputs["input_ids"][0].tolist().count(ntok.num_token_id) == 2
     plain = ntok(text, add_special_tokens=False, return_tensors="pt")  # the template's text encoded directly
@@ -85,7 +86,22 @@ def test_chat_block_trains_on_messages_and_generates_numbers(capsys):
     new = reply[0, start:].tolist()
     assert new.count(ntok.num_token_id) == len(generated)
     shown = ntok.batch_decode(reply[:, start:])
-    pieces = [ntok.tokenizer.decode([t]) for t in new]
+    pieces = [ntok.tokenizer.decode([t], skip_special_tokens=True) for t in new]
     by_hand = "".join(str(generated.pop(0)) if t == ntok.num_token_id else p for t, p in zip(new, pieces))
     assert shown == [by_hand] and ntok.config.num_token not in shown[0]
     assert str(shown) in capsys.readouterr().out
+
+
+def test_ntl_block_trains_a_plain_sft_trainer_and_logs_both_losses():
+    adapter, ntl_block = _python_blocks()[1], next(b for b in _python_blocks() if "ntl_loss_func" in b)
+    assert "SFTTrainer(" in ntl_block and "NumberLossCallback" in ntl_block
+    namespace: dict = {}
+    exec(compile(adapter, str(README), "exec"), namespace)
+    exec(compile(ntl_block, str(README), "exec"), namespace)
+    trainer = namespace["trainer"]
+    assert not hasattr(trainer.model, "peft_config")  # a plain transformers model, no adapter
+    logged = [entry for entry in trainer.state.log_history if "ntl_loss" in entry]
+    assert len(logged) == 2, trainer.state.log_history  # logging_steps=1, max_steps=2
+    for entry in logged:
+        assert entry["ce_loss"] > 0 and entry["ntl_loss"] > 0
+        assert entry["loss"] == pytest.approx(entry["ce_loss"] + 0.3 * entry["ntl_loss"], rel=1e-3)
