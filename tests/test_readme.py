@@ -105,3 +105,15 @@ def test_ntl_block_trains_a_plain_sft_trainer_and_logs_both_losses():
     for entry in logged:
         assert entry["ce_loss"] > 0 and entry["ntl_loss"] > 0
         assert entry["loss"] == pytest.approx(entry["ce_loss"] + 0.3 * entry["ntl_loss"], rel=1e-3)
+
+
+# what a lab notebook says and a user's guide does not: which session, how loaded the machine was, who else ran on it
+LAB_NOTES = re.compile(r"\bsession \d|load average|\bat load \d|\bload \d+(?:\.\d+)?-\d|other (?:jobs?|agents)", re.I)
+
+
+def test_readme_is_a_short_guide_and_the_docs_carry_no_lab_notes():
+    lines = README.read_text().splitlines()
+    assert len(lines) <= 300, f"README.md has {len(lines)} lines; move detail to docs/guide.md or docs/results.md"
+    for path in [README, ROOT / "docs" / "guide.md", ROOT / "docs" / "results.md"]:
+        found = [m.group(0) for m in LAB_NOTES.finditer(path.read_text())]
+        assert not found, f"{path.name}: {found}; say which machine measured a figure ('2-core CPU'), no more"
