@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_OUT = Path(__file__).parent / "results" / "pretrained_study"
+LINEAR = {"fone_head_input": "linear"}  # the head before the context head became the default
 COMMON = dict(int_digits=5, frac_digits=0, r=16, lora_alpha=32, lora_dropout=0.0, target_modules="all-linear")
 
 
@@ -50,8 +51,8 @@ ARMS: dict[str, Arm] = {
     "lora_digits": Arm("digits", 1e-3, hypothesis="baseline: LoRA on the base's own digit tokens"),
     "lora_digits_2e-4": Arm("digits", 2e-4, hypothesis="baseline at the usual LoRA rate"),
     "digits_ntl": Arm("digits", 1e-3, {"ntl_weight": 0.3}, hypothesis="baseline: digits + Number Token Loss"),
-    "fone": Arm("fone", 1e-3, hypothesis="FoNE + LoRA, one rate for everything"),
-    "fone_2e-4": Arm("fone", 2e-4, hypothesis="FoNE + LoRA at the usual LoRA rate"),
+    "fone": Arm("fone", 1e-3, LINEAR, hypothesis="FoNE + LoRA, one rate for everything"),
+    "fone_2e-4": Arm("fone", 2e-4, LINEAR, hypothesis="FoNE + LoRA at the usual LoRA rate"),
     "fone_rotation": Arm(
         "fone",
         1e-3,
@@ -65,7 +66,19 @@ ARMS: dict[str, Arm] = {
         hypothesis="rotation head at LoRA's rate (the product of two read-outs diverged at 10x)",
     ),
     "fone_ratio10": Arm(
-        "fone", 1e-3, {"number_lr_ratio": 10.0}, hypothesis="optimisation: number modules at 10x LoRA's rate"
+        "fone", 1e-3, {**LINEAR, "number_lr_ratio": 10.0}, hypothesis="optimisation: number modules at 10x LoRA's rate"
+    ),
+    "fone_context": Arm(
+        "fone",
+        1e-3,
+        {"number_lr_ratio": 10.0, "fone_head_input": "context"},
+        hypothesis="head: the answer as a signed combination of the exact features of the numbers before it",
+    ),
+    "fone_context_r1": Arm(
+        "fone",
+        1e-3,
+        {"fone_head_input": "context"},
+        hypothesis="the context head with the number modules at LoRA's rate (number_lr_ratio 1)",
     ),
     "xval": Arm(
         "xval",

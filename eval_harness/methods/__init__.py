@@ -33,6 +33,7 @@ BACKENDS = ("plain", "numadapter")
 PREDICTIONS = ("generate", "fone_head", "xval_head")
 REGIMES = ("scratch", "adapter")
 NTL_WEIGHT = 0.3
+PAPER_HEAD = {"fone_head_target": "digit", "fone_head_input": "linear"}  # the FoNE paper's digit head
 AGGREGATE_LAMBDA = 0.6
 # numadapter.config.NTL_KINDS, repeated so the registry imports nothing heavy (a test keeps them equal)
 NTL_KINDS = ("was", "was-cdf", "mse", "mae", "huber", "gce")
@@ -146,18 +147,19 @@ def _methods() -> list[Method]:
         ),
         Method(
             "fone", "FoNE: one [NUM] with Fourier features, digit head (CE per digit)", "numadapter",
-            adapter={"encoding": "fone", "fone_head_target": "digit"}, scratch_adapter=fone_scratch,
+            adapter={"encoding": "fone", **PAPER_HEAD}, scratch_adapter=fone_scratch,
             prediction="fone_head", source="FoNE",
         ),
         Method(
             "fone_ntl", f"FoNE + NTL-WAS on the digit head's distributions (weight {NTL_WEIGHT})", "numadapter",
-            adapter={"encoding": "fone", "fone_head_target": "digit", "ntl_weight": NTL_WEIGHT, "ntl_kind": "was"},
+            adapter={"encoding": "fone", **PAPER_HEAD, "ntl_weight": NTL_WEIGHT, "ntl_kind": "was"},
             scratch_adapter=fone_scratch, prediction="fone_head", source="FoNE + NTL",
         ),
         Method(
             "fone_feature", "FoNE, carry-aware digit head: each digit 2-vector points at the answer's own Fourier "
             "feature, read lowest place first (fone_head_target='feature')", "numadapter",
-            adapter={"encoding": "fone", "fone_head_target": "feature"}, scratch_adapter=fone_scratch,
+            adapter={"encoding": "fone", "fone_head_target": "feature", "fone_head_input": "linear"},
+            scratch_adapter=fone_scratch,
             prediction="fone_head", source="FoNE, numadapter's head target",
         ),
     ]  # fmt: skip

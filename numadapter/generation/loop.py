@@ -290,6 +290,8 @@ def decode_loop(
     num_id = parts.num_token_id
     with ExitStack() as stack:
         session = session_cls(parts, batch, stack)
+        if reader is not None:
+            reader.begin(batch.numbers, batch.input_ids.shape[0], batch.input_ids.device)
         step = session.start(max_new_tokens)
         running: torch.Tensor | None = None  # device mask of rows still running, once some row stopped
         for t in range(max_new_tokens):

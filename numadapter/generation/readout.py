@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from numadapter.config import NumberAdapterConfig
+from numadapter.methods.context import ContextMemory
 from numadapter.methods.registry import get_method
 from numadapter.numbers import ExactNumber
 from numadapter.tuner.loss import head_outputs
@@ -72,6 +73,22 @@ class NumberReader:
         self.head = head
         self.method = get_method(config)
         self.places = config.num_places
+        self.context_size = self.method.context_size(config)
+        self.memory: ContextMemory | None = None
+
+    def begin(self, numbers: dict[str, torch.Tensor], batch: int, device: torch.device) -> None:
+        """Starts a batch: a head that reads the numbers before it (`NumberMethod.context_size` > 0) remembers the
+        last K numbers of each prompt (`numbers`: the prompt's ``num_mask`` / ``num_digits`` / ``num_sign``, or
+        empty) and, as the loop feeds them back, every generated number (`side_row`)."""
+        if self.context_size == 0:
+            return
+        mask = numbers.get("num_mask")
+        if mask is None:
+            mask = torch.zeros(batch, 1, dtype=torch.long, device=device)
+        digits = numbers.get("num_digits")
+        if digits is None:
+            digits = torch.zeros(*mask.shape, self.places, dtype=torch.long, device=device)
+        self.memory = ContextMemory(mask, digits, numbers.get("num_sign"), self.context_size)
 
     # -- device side ------------------------------------------------------------------------------------------
     def predict(self, hidden: torch.Tensor, rows: list[int]) -> Prediction:
@@ -90,7 +107,11 @@ class NumberReader:
         """
         batch = hidden.shape[0]
         index = torch.tensor(rows, dtype=torch.long, device=hidden.device)
-        outputs = [head_outputs(self.config, self.head, hidden[row : row + 1, -1:]) for row in rows]  # (1, 1, ...)
+        memory = self.memory
+        outputs = [
+            head_outputs(self.config, self.head, hidden[row : row + 1, -1:], memory and memory.rows([row]))
+            for row in rows
+        ]  # each (1, 1, ...)
         reading = self.method.predict(self.config, self.head, outputs)  # over the N rows
         full_digits = None
         if reading.digits is not None:
@@ -119,6 +140,8 @@ class NumberReader:
         index = torch.tensor(rows, dtype=torch.long, device=device)  # (N,)
         is_number = torch.zeros(batch, dtype=torch.bool, device=device).index_fill_(0, index, True)  # (B,)
         mask = is_number.long().unsqueeze(1)  # (B, 1)
+        if self.memory is not None and prediction.digits is not None:
+            self.memory.push(rows, prediction.digits, prediction.sign)
         if prediction.digits is not None:
             digits = (prediction.digits * mask).unsqueeze(1)  # (B, 1, P)
         else:

@@ -187,8 +187,15 @@ class NumberMethod(ABC):
         """Digit token ids whose runs in the labels the trainer counts as M (`ItemCounts.numbers`), or None."""
         return None
 
-    def head_outputs(self, head: nn.Module, hidden: torch.Tensor) -> Any:
-        """The head's outputs on hidden states ``[..., H]`` (whatever `report`, `loss_terms` and `predict` read)."""
+    def context_size(self, config: NumberAdapterConfig) -> int:
+        """K, how many of the latest numbers at or before each position the head reads besides the hidden state
+        (`numadapter.methods.context`); 0 (default): the head reads the hidden state only."""
+        del config
+        return 0
+
+    def head_outputs(self, head: nn.Module, hidden: torch.Tensor, context: Any = None) -> Any:
+        """The head's outputs on hidden states ``[..., H]`` (whatever `report`, `loss_terms` and `predict` read);
+        `context`: the numbers before each position (``[..., K, ...]``) when `context_size` > 0, else None."""
         return head(hidden)
 
     def report(self, head: nn.Module, outputs: Any) -> dict[str, torch.Tensor | None]:

@@ -140,11 +140,17 @@ class _DigitVocab:
         return dict(self._vocab)
 
 
-def head_outputs(config: NumberAdapterConfig, head: torch.nn.Module | None, hidden: torch.Tensor | None) -> Any:
-    """Runs the number head on hidden states ``[..., H]`` (the method's `NumberMethod.head_outputs`), or None."""
+def head_outputs(
+    config: NumberAdapterConfig, head: torch.nn.Module | None, hidden: torch.Tensor | None, context: Any = None
+) -> Any:
+    """Runs the number head on hidden states ``[..., H]`` (the method's `NumberMethod.head_outputs`), or None.
+
+    `context`: the numbers before each position (``[..., K, ...]``, `numadapter.methods.context`) for a head
+    with `NumberMethod.context_size` > 0, else None."""
     if head is None or hidden is None:
         return None
-    return get_method(config).head_outputs(head, hidden)
+    method = get_method(config)
+    return method.head_outputs(head, hidden) if context is None else method.head_outputs(head, hidden, context)
 
 
 def lm_terms(

@@ -29,6 +29,7 @@ from torch import nn
 
 from numadapter.config import NumberAdapterConfig
 from numadapter.integrations.deepspeed_zero import matrix_shape
+from numadapter.methods.context import context_at
 from numadapter.methods.registry import get_method
 from numadapter.tuner.hooks import number_hooks
 from numadapter.tuner.inputs import plan_causal, plan_seq2seq, pop_number_kwargs
@@ -394,14 +395,16 @@ class NumberAdapterModel(LoraModel):
             out = self.model(**kwargs, return_dict=True)
             hidden, digit_rows = buffer.hidden, buffer.digit_embeddings
         training = labels is not None and modules.head is not None
+        context = _context(modules, config, plan, hidden)
         with torch.no_grad() if training else nullcontext():  # reported outputs; the loss reads target rows only
-            outputs = head_outputs(config, modules.head, hidden)
+            outputs = head_outputs(config, modules.head, hidden, context)
         fields = modules.method.report(modules.head, outputs) if outputs is not None else {}
         if labels is not None:
             target_outputs = None
             if training:
                 index = plan.target_index or (hidden.new_zeros(0, dtype=torch.long),) * 2
-                target_outputs = head_outputs(config, modules.head, hidden[index])  # (N, ...) with gradient
+                at_targets = None if context is None else context.select(index)
+                target_outputs = head_outputs(config, modules.head, hidden[index], at_targets)  # (N, ...)
             fields.update(
                 combine(config, modules.head, out.logits, target_outputs, plan, num_items_in_batch, digit_rows)
             )
@@ -412,6 +415,17 @@ class NumberAdapterModel(LoraModel):
         cls = NumberSeq2SeqLMOutput if arch.is_encoder_decoder else NumberCausalLMOutput
         result = cls(**dict(out.items()), **fields)
         return result.to_tuple() if return_dict is False else result
+
+
+def _context(modules: NumberModules, config: NumberAdapterConfig, plan, hidden: torch.Tensor | None):
+    """The numbers before each position the head reads (`numadapter.methods.context`: a causal LM's input side; T5's
+    encoder, then its decoder side), or None when the head reads the hidden state only."""
+    count = modules.method.context_size(config)
+    if hidden is None or modules.head is None or count == 0:
+        return None
+    sides = plan.sides
+    before, current = (sides.get("encoder"), sides.get("decoder")) if "input" not in sides else (None, sides["input"])
+    return context_at(before, current, *hidden.shape[:2], config.num_places, count, hidden.device)
 
 
 def _has_numbers(number_modules: nn.ModuleDict, name: str) -> bool:

@@ -39,6 +39,20 @@ Rotation (``fone_head_input="rotation"``, numadapter's own, not in the paper)
     operand's features to the answer position, which attention can do. ``v`` starts at ``1 + 0i`` (``W_v = 0``), so
     the head starts as the ``"linear"`` one.
 
+Context (``fone_head_input="context"``, numadapter's own, not in the paper)
+    The answer as a signed combination of the numbers already in the text. With ``z_k`` the exact FoNE features of
+    the k-th latest number at or before the position (`numadapter.methods.context`, K = ``fone_context_numbers``;
+    conjugated for a negative number), a combination ``c`` in ``{-1, 0, +1}^K`` gives pair ``j`` as
+    ``u_j * prod_k z_kj^(c_k)`` (``z^-1 = conj(z)``), with ``u = W_u h + b_u`` as in ``"linear"`` (starting at the
+    constant ``1 + 0i``). That is exact integer arithmetic on the angles: ``a + b``, ``a - b``, ``a + b - c``, a copy
+    of ``a``, or (all zeros) the plain linear read-out. The hidden state chooses the coefficients,
+    ``P(c | h) = prod_k softmax(W_c h + b_c)_k[c_k]``; training maximises the answer's likelihood summed over all
+    ``3^K`` combinations (the coefficients are latent), and prediction decodes the most likely one. So the model
+    only has to choose the signs (what to add, what to subtract, what to leave out); the digits come from the
+    numbers themselves, which a pretrained base does not carry intact to the answer position
+    (``eval_harness/results/pretrained_study``). It needs ``fone_head_target="feature"`` and a causal LM. A number
+    it cannot form this way (a product, a number from words) falls back to the read-out ``u``.
+
 Sign
     With ``sign_policy="feature"`` a learned ``H -> 2`` linear map gives ``sign_logits`` (class 0: ``+``, class 1:
     ``-``) in both input modes; the paper has no sign. Its cross-entropy is added to the digit loss.
@@ -57,7 +71,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from numadapter.config import NumberAdapterConfig
-from numadapter.methods.fone.embedding import digits_to_strings, lower_fractions
+from numadapter.methods.context import ContextNumbers
+from numadapter.methods.fone.embedding import digits_to_strings, fone_features_from_digits, lower_fractions
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -73,17 +88,30 @@ class DigitHeadOutput(NamedTuple):
         sign_logits: float32 ``[N, 2]`` (class 0: ``+``, class 1: ``-``), or None when the sign is text.
         pairs: float32 ``[N, P, 2]`` the digit 2-vectors, most significant first, with
             ``fone_head_target="feature"`` (its training logits depend on the target); None otherwise.
+        combo_log_probs: ``fone_head_input="context"``: float32 ``[N, C]`` log-probability of each of the ``C = 3^K``
+            coefficient combinations; None otherwise.
+        combo_pairs: ``fone_head_input="context"``: float32 ``[N, C, P, 2]`` the 2-vectors each combination gives
+            (``pairs`` are those of the most likely one); None otherwise.
     """
 
     digit_logits: torch.Tensor
     sign_logits: torch.Tensor | None = None
     pairs: torch.Tensor | None = None
+    combo_log_probs: torch.Tensor | None = None
+    combo_pairs: torch.Tensor | None = None
 
 
 def digit_angles(device: torch.device | str | None = None) -> torch.Tensor:
     """The ten digit directions ``phi(j, 10) = (cos(2*pi*j/10), sin(2*pi*j/10))``, float32 ``[10, 2]``."""
     angle = torch.arange(10, dtype=torch.float64, device=device) * (2 * math.pi / 10)  # (10,)
     return torch.stack((torch.cos(angle), torch.sin(angle)), dim=-1).to(torch.float32)  # (10, 2)
+
+
+def complex_product(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a * b`` of 2-vectors read as complex numbers ``(re, im)``: ``[..., 2]`` x ``[..., 2]`` -> ``[..., 2]``."""
+    return torch.stack(
+        (a[..., 0] * b[..., 0] - a[..., 1] * b[..., 1], a[..., 0] * b[..., 1] + a[..., 1] * b[..., 0]), -1
+    )
 
 
 def shifted_digit_logits(pairs: torch.Tensor, lower: torch.Tensor) -> torch.Tensor:
@@ -130,6 +158,19 @@ class FoNEDigitHead(nn.Module):
                 )
         elif self.input_mode == "linear":
             self.proj = nn.Linear(hidden_size, 2 * self.num_places)
+        elif self.input_mode == "context":  # the config refuses it with fone_head_target="digit"
+            self.proj = nn.Linear(hidden_size, 2 * self.num_places)
+            self.context_numbers = config.fone_context_numbers
+            # per slot, logits of the coefficients (-1, 0, +1), all equally likely at first; the read-out u starts
+            # at the constant 1 + 0i, so each combination starts as its exact sum
+            self.coefficients = nn.Linear(hidden_size, 3 * self.context_numbers)
+            with torch.no_grad():
+                self.coefficients.weight.zero_()
+                self.coefficients.bias.zero_()
+                self.proj.weight.zero_()
+                self.proj.bias.copy_(torch.tensor([1.0, 0.0]).repeat(self.num_places))
+            grid = torch.cartesian_prod(*[torch.arange(3)] * self.context_numbers)  # (3^K, K)
+            self.register_buffer("combinations", grid.reshape(-1, self.context_numbers), persistent=False)
         elif self.input_mode == "rotation":
             self.proj = nn.Linear(hidden_size, 2 * self.num_places)
             # the second read-out starts as the constant 1 + 0i, so the head starts as the "linear" one
@@ -138,7 +179,9 @@ class FoNEDigitHead(nn.Module):
                 self.rotation.weight.zero_()
                 self.rotation.bias.copy_(torch.tensor([1.0, 0.0]).repeat(self.num_places))
         else:
-            raise ValueError(f"`fone_head_input` must be 'linear', 'slice' or 'rotation', got {self.input_mode!r}.")
+            raise ValueError(
+                f"`fone_head_input` must be 'linear', 'slice', 'rotation' or 'context', got {self.input_mode!r}."
+            )
         self.sign_proj = nn.Linear(hidden_size, 2) if self.predict_sign else None
 
     def extra_repr(self) -> str:
@@ -147,11 +190,14 @@ class FoNEDigitHead(nn.Module):
             f"input={self.input_mode!r}, target={self.target!r}, predict_sign={self.predict_sign}"
         )
 
-    def forward(self, hidden: torch.Tensor) -> DigitHeadOutput:
+    def forward(self, hidden: torch.Tensor, context: ContextNumbers | None = None) -> DigitHeadOutput:
         """Scores every digit place.
 
         Args:
             hidden: ``[N, H]`` final hidden states (any float dtype; leading dims beyond N are kept).
+            context: with ``fone_head_input="context"`` (required there, ignored otherwise), the last K numbers at or
+                before each of the N positions (`numadapter.methods.context.last_numbers`): ``digits
+                [N, K, P]``, ``sign [N, K]``, ``valid [N, K]``.
 
         Returns:
             `DigitHeadOutput` with ``digit_logits [N, P, 10]``, ``sign_logits [N, 2]`` (or None) and, with
@@ -168,10 +214,12 @@ class FoNEDigitHead(nn.Module):
         pairs = vectors.unflatten(-1, (self.num_places, 2))  # (N, P, 2): pair k = place 10^(k-n), low first
         if self.input_mode == "rotation":  # pair = u * v as complex numbers: angles add
             v = F.linear(h, self.rotation.weight.float(), self.rotation.bias.float()).unflatten(-1, (-1, 2))
-            u = pairs  # (N, P, 2)
-            pairs = torch.stack(
-                (u[..., 0] * v[..., 0] - u[..., 1] * v[..., 1], u[..., 0] * v[..., 1] + u[..., 1] * v[..., 0]), dim=-1
-            )  # (N, P, 2)
+            pairs = complex_product(pairs, v)  # (N, P, 2)
+        combo_log_probs = combo_pairs = None
+        if self.input_mode == "context":
+            combo_log_probs, products, best = self._combinations(h, context)
+            combo_pairs = complex_product(pairs.unsqueeze(-3), products).flip(-2)  # (N, C, P, 2), high place first
+            pairs = complex_product(pairs, best)  # (N, P, 2): the most likely combination
         pairs = pairs.flip(-2)  # (N, P, 2): most significant first, like num_digits
         sign_logits = None
         if self.sign_proj is not None:
@@ -186,7 +234,50 @@ class FoNEDigitHead(nn.Module):
             lower = (place_logits.argmax(-1).float() + lower) / 10
             places.append(place_logits)
         logits = torch.stack(places[::-1], dim=-2)  # (N, P, 10), most significant first
-        return DigitHeadOutput(digit_logits=logits, sign_logits=sign_logits, pairs=pairs)
+        return DigitHeadOutput(logits, sign_logits, pairs, combo_log_probs, combo_pairs)
+
+    def _powers(self, context: ContextNumbers | None, leading: tuple[int, ...]) -> torch.Tensor:
+        """Each context number raised to the coefficients ``(-1, 0, +1)``: ``conj(z), 1, z`` per place, float32
+        ``[N, K, 3, P, 2]`` (low place first; an empty slot is 1 for every coefficient)."""
+        count = self.context_numbers
+        if context is None:
+            raise ValueError(
+                "fone_head_input='context' builds the answer from the numbers before it: pass `context` (the last "
+                f"{count} numbers at each position, numadapter.methods.context.last_numbers)."
+            )
+        expected = (*leading, count)
+        if tuple(context.valid.shape) != expected or tuple(context.digits.shape) != (*expected, self.num_places):
+            raise ValueError(
+                f"`context` must hold {count} numbers of {self.num_places} places for each of the {list(leading)} "
+                f"positions (digits {list(expected) + [self.num_places]}, valid {list(expected)}), got digits "
+                f"{list(context.digits.shape)} and valid {list(context.valid.shape)}."
+            )
+        features = fone_features_from_digits(context.digits, self.int_digits, self.frac_digits)  # (N, K, 2P)
+        z = features.unflatten(-1, (self.num_places, 2))  # (N, K, P, 2), low place first
+        flip = z.new_tensor([1.0, -1.0])
+        z = torch.where((context.sign < 0)[..., None, None], z * flip, z)  # a negative number: the conjugate
+        one = torch.zeros_like(z)
+        one[..., 0] = 1.0
+        powers = torch.stack((z * flip, one, z), dim=-3)  # (N, K, 3, P, 2)
+        return torch.where(context.valid[..., None, None, None], powers, one.unsqueeze(-3))
+
+    def _combinations(self, h: torch.Tensor, context: ContextNumbers | None) -> tuple[torch.Tensor, ...]:
+        """The context head's parts: per-combination log-probabilities ``[N, C]`` and products ``[N, C, P, 2]``
+        (``C = 3^K``, `combinations` order), and the product of the most likely coefficients ``[N, P, 2]``."""
+        powers = self._powers(context, tuple(h.shape[:-1]))  # (N, K, 3, P, 2)
+        logits = F.linear(h, self.coefficients.weight.float(), self.coefficients.bias.float())  # (N, 3K)
+        log_p = torch.log_softmax(logits.unflatten(-1, (self.context_numbers, 3)), -1)  # (N, K, 3)
+        combos = self.combinations.to(h.device)  # (C, K) of 0, 1, 2 (coefficients -1, 0, +1)
+        slots = torch.arange(self.context_numbers, device=h.device)
+        combo_log_p = log_p[..., slots, combos].sum(-1)  # (N, C)
+        chosen = powers[..., slots, combos, :, :]  # (N, C, K, P, 2)
+        best = log_p.argmax(-1)  # (N, K): the most likely coefficient of each slot
+        best_chosen = torch.gather(powers, -3, best[..., None, None, None].expand(*best.shape, 1, *powers.shape[-2:]))
+        products, best_product = chosen[..., 0, :, :], best_chosen[..., 0, 0, :, :]
+        for slot in range(1, self.context_numbers):
+            products = complex_product(products, chosen[..., slot, :, :])
+            best_product = complex_product(best_product, best_chosen[..., slot, 0, :, :])
+        return combo_log_p, products, best_product
 
     def target_logits(self, out: DigitHeadOutput, target_digits: torch.Tensor) -> torch.Tensor:
         """The digit logits the loss scores: ``out.digit_logits``, or with ``fone_head_target="feature"`` the
@@ -225,9 +316,12 @@ class FoNEDigitHead(nn.Module):
             )
         if target_digits.dtype.is_floating_point:
             raise TypeError(f"`target_digits` must be an integer tensor, got dtype {target_digits.dtype}.")
-        logits = self.target_logits(out, target_digits)
-        per_digit = F.cross_entropy(logits.reshape(-1, 10), target_digits.reshape(-1).long(), reduction="none")
-        per_number = per_digit.reshape(logits.shape[:-1]).mean(-1)  # (N * P,) -> (N, P) -> (N,)
+        if out.combo_pairs is not None:
+            per_number = self._mixture_loss(out, target_digits)  # (N,)
+        else:
+            logits = self.target_logits(out, target_digits)
+            per_digit = F.cross_entropy(logits.reshape(-1, 10), target_digits.reshape(-1).long(), reduction="none")
+            per_number = per_digit.reshape(logits.shape[:-1]).mean(-1)  # (N * P,) -> (N, P) -> (N,)
         if out.sign_logits is not None:
             if target_sign is None:
                 raise ValueError(
@@ -249,6 +343,20 @@ class FoNEDigitHead(nn.Module):
         if per_number.numel() == 0:
             return logits.sum() * 0.0
         return per_number.mean()
+
+    def _mixture_loss(self, out: DigitHeadOutput, target_digits: torch.Tensor) -> torch.Tensor:
+        """Context head: ``-log sum_c P(c | h) prod_places p(y_place | c)``, divided by the places (so it reads like
+        the other heads' mean digit cross-entropy), float32 ``[N]``.
+
+        The coefficients are latent: the likelihood of the answer under every combination is scored, so the one that
+        explains it gets the credit at once. A single coefficient alone carries no signal (with one operand right
+        and the other left out, the angles of the lower places are off by a uniformly random amount), which is why
+        a soft mixture of the coefficients inside one product does not learn."""
+        lower = lower_fractions(target_digits, torch.float32).unsqueeze(-2)  # (N, 1, P)
+        logits = shifted_digit_logits(out.combo_pairs, lower)  # (N, C, P, 10)
+        index = target_digits.long().unsqueeze(-2).expand(*logits.shape[:-1]).unsqueeze(-1)  # (N, C, P, 1)
+        per_combo = torch.log_softmax(logits, -1).gather(-1, index).squeeze(-1).sum(-1)  # (N, C)
+        return -torch.logsumexp(out.combo_log_probs + per_combo, -1) / self.num_places  # (N,)
 
     @torch.no_grad()
     def predict(self, out: DigitHeadOutput) -> tuple[torch.Tensor, torch.Tensor]:

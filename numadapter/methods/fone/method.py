@@ -41,6 +41,12 @@ class FoNEMethod(NumberMethod):
 
         return FoNEEmbedding(hidden_size, config), FoNEDigitHead(hidden_size, config)
 
+    def context_size(self, config: Any) -> int:
+        return config.fone_context_numbers if config.fone_head_input == "context" else 0
+
+    def head_outputs(self, head: nn.Module, hidden: torch.Tensor, context: Any = None) -> Any:
+        return head(hidden, context) if context is not None else head(hidden)
+
     def init_from_row(self, embedding: nn.Module | None, head: nn.Module | None, rms: float) -> None:
         embedding.reset_scale(rms)
 

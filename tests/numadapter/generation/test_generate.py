@@ -220,7 +220,12 @@ def wire_t5(model, ntok, mode: str, cross_scale: float) -> None:
 
 
 WIRED = dict(
-    sign_policy="text", fone_projection="pad", init_lora_weights=True, train_eos_row=False, fone_head_target="digit"
+    sign_policy="text",
+    fone_projection="pad",
+    init_lora_weights=True,
+    train_eos_row=False,
+    fone_head_target="digit",
+    fone_head_input="linear",
 )  # hand-set rows, the paper's head
 
 

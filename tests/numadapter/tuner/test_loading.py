@@ -289,7 +289,9 @@ def test_adapter_saved_before_a_default_changed_keeps_its_meaning(store, tmp_pat
     from safetensors.torch import load_file, save_file
 
     case = Case("llama", "fone", tie=False)
-    model, _, _ = build(store, case, fone_head_target="digit", gce_form="add")  # what older adapters were
+    model, _, _ = build(
+        store, case, fone_head_target="digit", fone_head_input="linear", gce_form="add"
+    )  # what older adapters were
     model.save_pretrained(tmp_path)
     saved = json.load(open(tmp_path / "adapter_config.json"))
     del saved["fone_head_target"], saved["gce_form"]  # older adapter_config.json files do not have them

@@ -35,7 +35,9 @@ def fone_reference(number_logits, sign_logits, digits, sign, where, count):
 
 def test_causal_fone_loss_matches_reference(store):
     case = Case("llama", "fone", tie=False)
-    model, ntok, config = build(store, case, number_loss_weight=0.7, fone_head_target="digit")  # the paper's head
+    model, ntok, config = build(
+        store, case, number_loss_weight=0.7, fone_head_target="digit", fone_head_input="linear"
+    )  # the paper's head
     batch = make_batch(case, ntok)
     out = model(**batch)
     labels, num = batch["labels"], config.num_token_id
@@ -55,7 +57,7 @@ def test_causal_fone_loss_matches_reference(store):
 
 def test_t5_fone_loss_matches_reference(store):
     case = Case("t5", "fone", tie=False)
-    model, ntok, config = build(store, case, fone_head_target="digit")  # the paper's head
+    model, ntok, config = build(store, case, fone_head_target="digit", fone_head_input="linear")  # the paper's head
     batch = make_batch(case, ntok)
     out = model(**batch)
     labels = batch["labels"]
@@ -105,7 +107,9 @@ def test_digits_loss_is_lambda_mix_plus_ntl(store):
 
 def test_fone_ntl_uses_the_digit_head(store):
     case = Case("llama", "fone", tie=True)
-    model, ntok, config = build(store, case, ntl_weight=0.2, fone_head_target="digit")  # NTL on the paper's head
+    model, ntok, config = build(
+        store, case, ntl_weight=0.2, fone_head_target="digit", fone_head_input="linear"
+    )  # NTL on the paper's head
     batch = make_batch(case, ntok)
     out = model(**batch)
     shifted = batch["labels"][:, 1:]
@@ -183,7 +187,9 @@ def test_fone_feature_target_loss_and_ntl_match_reference(store):
     """fone_head_target="feature": place j's candidates are phi((c + f_j) / 10) with f_j the target's lower digits
     as a fraction; the digit CE and FoNE-NTL score those logits (written out here from the head's projection)."""
     case = Case("llama", "fone", tie=False)
-    model, ntok, config = build(store, case, fone_head_target="feature", ntl_weight=0.2, sign_policy="text")
+    model, ntok, config = build(
+        store, case, fone_head_target="feature", fone_head_input="linear", ntl_weight=0.2, sign_policy="text"
+    )
     batch = make_batch(case, ntok)
     head = model.base_model.number_modules["default"].head
     seen = []

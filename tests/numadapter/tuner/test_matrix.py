@@ -39,12 +39,13 @@ OTHER_CASES = [Case("mistral", "fone", True), Case("mistral", "digits", False), 
 OTHER_CASES.append(Case("qwen2", "fone", True))
 # Hand-counted number-module parameters at H = 64, int_digits + frac_digits = P = 6:
 # fone (sign feature): input projection (2P + 1) x H = 13 * 64; head H -> 2P with bias (64 * 12 + 12) and the
-# sign head H -> 2 with bias (64 * 2 + 2). xval (affine): direction H; head H -> 32 -> 1 with biases
+# sign head H -> 2 with bias (64 * 2 + 2); the context head's coefficients H -> 3K with bias, K = 4 numbers
+# (64 * 12 + 12). xval (affine): direction H; head H -> 32 -> 1 with biases
 # (xval_head_hidden=32).
-NUMBER_PARAMS = {"fone": 13 * 64 + (64 * 12 + 12) + (64 * 2 + 2), "xval": 64 + (64 * 32 + 32) + (32 + 1), "digits": 0}
+NUMBER_PARAMS = {"fone": 13 * 64 + (64 * 12 + 12) + (64 * 2 + 2) + (64 * 12 + 12), "xval": 64 + (64 * 32 + 32) + (32 + 1), "digits": 0}
 NUMBER_KEYS = {
     "fone": ["embedding.proj.weight", "head.proj.weight", "head.proj.bias", "head.sign_proj.weight",
-             "head.sign_proj.bias"],
+             "head.sign_proj.bias", "head.coefficients.weight", "head.coefficients.bias"],
     "xval": ["embedding.direction", "head.fc1.weight", "head.fc1.bias", "head.fc2.weight", "head.fc2.bias"],
     "digits": [],
 }  # fmt: skip

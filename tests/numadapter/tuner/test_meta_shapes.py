@@ -77,7 +77,8 @@ def extra_params(encoding: str, hidden: int, head_rows: int) -> int:
     """Hand count of what the number adapter adds to LoRA (P = 12 places, sign as text)."""
     rows = hidden * head_rows
     if encoding == "fone":
-        return rows + 2 * P * hidden + (hidden * 2 * P + 2 * P)  # projection 2P -> H; head H -> 2P (+ bias)
+        # projection 2P -> H; head H -> 2P (+ bias); context head's coefficients H -> 3K (+ bias), K = 4 numbers
+        return rows + 2 * P * hidden + (hidden * 2 * P + 2 * P) + (hidden * 3 * 4 + 3 * 4)
     if encoding == "xval":
         width = NumberAdapterConfig().xval_head_hidden  # 32
         return rows + hidden + (hidden * width + width) + (width + 1)  # direction u; MLP H -> 32 -> 1
@@ -110,4 +111,6 @@ def test_full_size_shapes_and_adapter_size(name, encoding):
     assert size == lora_bytes + 4 * extra + stamp.numel()  # float32 parameters
     ratio = size / lora_bytes
     print(f"{name:15s} {encoding:6s} trainable {params:>11,} vs LoRA {lora_params:>11,}  bytes ratio {ratio:.4f}")
-    assert ratio <= 1.01
+    # <= 1.01 before the context head (fone_head_input="context", the default): its coefficient read-out adds
+    # H x 3K = 2048 x 12 parameters on Llama-3.2-1B, 0.2% of its LoRA (1.0089 -> 1.0111)
+    assert ratio <= 1.015

@@ -16,7 +16,7 @@ TWO_PI = 2 * math.pi
 
 def config(**kwargs) -> NumberAdapterConfig:
     """The paper's head unless a test asks for the other target (the default is "feature")."""
-    return NumberAdapterConfig(**{"fone_head_target": "digit", **kwargs})
+    return NumberAdapterConfig(**{"fone_head_target": "digit", "fone_head_input": "linear", **kwargs})
 
 
 def test_slice_mode_logits_by_hand():

@@ -52,7 +52,9 @@ def test_rotation_head_adds_operand_features_that_a_linear_head_cannot():
 
 def test_rotation_head_starts_as_the_linear_head():
     torch.manual_seed(0)
-    linear = FoNEDigitHead(24, NumberAdapterConfig(encoding="fone", int_digits=4, frac_digits=0))
+    linear = FoNEDigitHead(
+        24, NumberAdapterConfig(encoding="fone", int_digits=4, frac_digits=0, fone_head_input="linear")
+    )
     torch.manual_seed(0)
     rotation = FoNEDigitHead(
         24, NumberAdapterConfig(encoding="fone", int_digits=4, frac_digits=0, fone_head_input="rotation")

@@ -1,0 +1,154 @@
+"""The numbers before each position, for the FoNE head that combines them (``fone_head_input="context"``).
+
+A causal LM's hidden state at position t predicts the token at t + 1; when that token is [NUM], the context head
+(`numadapter.methods.fone.head`) may build the answer from the numbers at positions ``<= t``: their exact FoNE
+features, combined with learned signs. This module finds those numbers:
+
+- `last_numbers`: for every position of a batch, the last K numbers at or before it, most recent first (training,
+  and the forward's per-position outputs).
+- `ContextMemory`: the same for the last position of every row during generation, fed the prompt's numbers once and
+  then every generated number fed back, so the cached decode loop (one token per step) sees what the full forward
+  sees.
+
+Shapes: B rows, T positions, K = ``fone_context_numbers``, P = ``int_digits + frac_digits`` places.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+from numadapter.wire import NumberInputs
+
+
+class ContextNumbers(NamedTuple):
+    """The last K numbers before some positions, most recent first (slot 0 is the latest).
+
+    Attributes:
+        digits: int64 ``[..., K, P]`` place digits of ``|x|``, most significant first (zeros in empty slots).
+        sign: int64 ``[..., K]`` of +1 / -1 (+1 in empty slots and when the sign is text).
+        valid: bool ``[..., K]``: whether the slot holds a number.
+    """
+
+    digits: torch.Tensor
+    sign: torch.Tensor
+    valid: torch.Tensor
+
+    def select(self, index: tuple[torch.Tensor, ...] | torch.Tensor | slice) -> ContextNumbers:
+        """The same slots at the positions `index` selects (e.g. the target rows ``(b, t)``)."""
+        return ContextNumbers(self.digits[index], self.sign[index], self.valid[index])
+
+
+def last_numbers(mask: torch.Tensor, digits: torch.Tensor, sign: torch.Tensor | None, count: int) -> ContextNumbers:
+    """For every position, the last `count` numbers at or before it in its row.
+
+    Args:
+        mask: ``[B, T]`` nonzero at number ([NUM]) positions.
+        digits: int64 ``[B, T, P]`` place digits at number positions.
+        sign: int64 ``[B, T]`` of +1 / -1 at number positions, or None (every number non-negative).
+        count: K, the slots per position.
+
+    Returns:
+        `ContextNumbers` with ``digits [B, T, K, P]``, ``sign [B, T, K]`` and ``valid [B, T, K]``.
+    """
+    is_number = mask != 0  # (B, T)
+    batch, length = is_number.shape
+    seen = is_number.long().cumsum(-1)  # (B, T): numbers at or before t
+    order = (seen - 1).clamp(min=0)  # (B, T): the index (in the row's numbers) of each number position
+    width = max(int(seen[:, -1].max()) if length else 0, 1)  # the most numbers in a row (one host sync)
+    rows = torch.arange(batch, device=mask.device)[:, None].expand(batch, length)  # (B, T)
+    listed = digits.new_zeros(batch, width + 1, digits.shape[-1])  # (B, W + 1, P); column W is a dump
+    listed_sign = torch.ones(batch, width + 1, dtype=torch.long, device=mask.device)  # (B, W + 1)
+    column = torch.where(is_number, order, torch.full_like(order, width))  # (B, T): non-numbers go to the dump
+    listed[rows, column] = digits.long()
+    if sign is not None:
+        listed_sign[rows, column] = torch.where(is_number, sign.long(), 1)
+    slots = torch.arange(count, device=mask.device)  # (K,)
+    wanted = seen[..., None] - 1 - slots  # (B, T, K): the index of the k-th latest number
+    valid = wanted >= 0
+    wanted = wanted.clamp(min=0)
+    picked = listed[rows[..., None], wanted]  # (B, T, K, P)
+    picked_sign = listed_sign[rows[..., None], wanted]  # (B, T, K)
+    return ContextNumbers(
+        digits=torch.where(valid[..., None], picked, 0),
+        sign=torch.where(valid, picked_sign, 1),
+        valid=valid,
+    )
+
+
+def context_at(
+    before: NumberInputs | None, current: NumberInputs | None, batch: int, length: int, places: int, count: int,
+    device: torch.device,
+) -> ContextNumbers:  # fmt: skip
+    """`last_numbers` for the last `length` positions of a forward call's side `current` (the hidden states the
+    head reads: all of them, or fewer with ``logits_to_keep``).
+
+    Args:
+        before: a side whose numbers all come before every position of `current` (T5's encoder), or None.
+        current: the side the hidden states belong to (a causal LM's input, T5's decoder), or None.
+        batch: B.
+        length: how many of `current`'s last positions to return.
+        places: P.
+        count: K.
+        device: where empty slots are built.
+
+    Returns:
+        `ContextNumbers` with ``digits [B, length, K, P]``, ``sign`` and ``valid [B, length, K]``; every slot empty
+        when neither side has numbers.
+    """
+    sides = [side for side in (before, current) if side is not None and side.has_numbers and side.digits is not None]
+    if not sides:
+        return ContextNumbers(
+            torch.zeros(batch, length, count, places, dtype=torch.long, device=device),
+            torch.ones(batch, length, count, dtype=torch.long, device=device),
+            torch.zeros(batch, length, count, dtype=torch.bool, device=device),
+        )
+    if sides[-1] is not current:  # no numbers on the current side: its positions come after the earlier numbers
+        empty = torch.zeros(batch, length, dtype=torch.long, device=sides[0].mask.device)
+        sides.append(NumberInputs(mask=empty, digits=empty.new_zeros(batch, length, places), sign=None))
+    mask = torch.cat([side.mask for side in sides], 1)  # (B, T_before + T)
+    digits = torch.cat([side.digits for side in sides], 1)  # (B, T_before + T, P)
+    sign = torch.cat([side.sign if side.sign is not None else torch.ones_like(side.mask) for side in sides], 1)
+    numbers = last_numbers(mask, digits, sign, count)
+    return numbers.select((slice(None), slice(mask.shape[1] - length, None)))
+
+
+class ContextMemory:
+    """The last K numbers of every row in a decode loop (what `last_numbers` gives at the row's last position).
+
+    Args:
+        mask: ``[B, T]`` the prompt's number mask.
+        digits: int64 ``[B, T, P]`` the prompt's place digits.
+        sign: int64 ``[B, T]`` or None.
+        count: K.
+    """
+
+    def __init__(self, mask: torch.Tensor, digits: torch.Tensor, sign: torch.Tensor | None, count: int) -> None:
+        self.numbers = last_numbers(mask, digits, sign, count).select((slice(None), -1))  # (B, K, ...)
+
+    def rows(self, rows: list[int]) -> ContextNumbers:
+        """The context of `rows`, each ``[1, 1, K, ...]`` stacked to ``[N, 1, K, ...]`` (the head's row layout)."""
+        index = torch.tensor(rows, dtype=torch.long, device=self.numbers.valid.device)
+        return ContextNumbers(*(part.index_select(0, index).unsqueeze(1) for part in self.numbers))
+
+    def push(self, rows: list[int], digits: torch.Tensor, sign: torch.Tensor) -> None:
+        """Records the numbers fed back to `rows` as their latest (the oldest slot drops out).
+
+        Args:
+            rows: the rows whose fed token is [NUM].
+            digits: int64 ``[B, P]`` the fed numbers' digits (read on `rows` only).
+            sign: int64 ``[B]`` their signs.
+        """
+        if not rows:
+            return
+        index = torch.tensor(rows, dtype=torch.long, device=digits.device)
+        old = self.numbers
+        shifted = ContextNumbers(
+            torch.cat((digits[:, None], old.digits[:, :-1]), 1),
+            torch.cat((sign[:, None], old.sign[:, :-1]), 1),
+            torch.cat((torch.ones_like(old.valid[:, :1]), old.valid[:, :-1]), 1),
+        )
+        self.numbers = ContextNumbers(
+            *(part.index_copy(0, index, new.index_select(0, index)) for part, new in zip(old, shifted))
+        )

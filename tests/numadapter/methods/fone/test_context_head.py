@@ -1,0 +1,200 @@
+"""fone_head_input="context": the answer as a signed combination of the exact features of the numbers before it.
+
+The mechanism at toy size: hidden states that say only *which* operation is asked (a + b or a - b, plus noise), and
+the two operands as context numbers. The context head learns the sums and differences exactly; a linear read-out of
+states that even hold both operands' features side by side cannot (it would have to multiply them).
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from numadapter.config import NumberAdapterConfig
+from numadapter.methods.context import ContextMemory, last_numbers
+from numadapter.methods.fone.embedding import fone_features
+from numadapter.methods.fone.head import FoNEDigitHead
+
+PLACES = 5
+
+
+def digits_of(values: list[int]) -> torch.Tensor:
+    return torch.tensor([[int(c) for c in f"{v:0{PLACES}d}"] for v in values])  # (N, P)
+
+
+def problems(n: int, seed: int) -> tuple[torch.Tensor, list[int], list[int], list[int]]:
+    """``[n, 16]`` states (operation flag + noise), operands a >= b (3-4 digits), the operation (+1 / -1) per row."""
+    rng = random.Random(seed)
+    a, b, op = [], [], []
+    for _ in range(n):
+        x, y = rng.randrange(100, 10000), rng.randrange(100, 10000)
+        a.append(max(x, y))
+        b.append(min(x, y))
+        op.append(rng.choice((1, -1)))
+    noise = torch.randn(n, 15, generator=torch.Generator().manual_seed(seed))
+    return torch.cat([torch.tensor(op, dtype=torch.float32)[:, None], noise], -1), a, b, op
+
+
+def context_of(a: list[int], b: list[int], count: int = 4):
+    """The two operands as the last two numbers (b the latest) of each of N positions, K = `count` slots."""
+    n = len(a)
+    mask = torch.ones(n, 2, dtype=torch.long)
+    digits = torch.stack([digits_of(a), digits_of(b)], 1)  # (N, 2, P)
+    return last_numbers(mask, digits, None, count).select((slice(None), -1))  # (N, K, ...)
+
+
+def fit(mode: str, steps: int = 200) -> float:
+    """Exact match on 1,000 held-out problems after fitting the head alone (Adam, 200 steps of 256)."""
+    torch.manual_seed(0)
+    config = NumberAdapterConfig(encoding="fone", int_digits=PLACES, frac_digits=0, fone_head_input=mode)
+    states, a, b, op = problems(2048, seed=0)
+    if mode != "context":  # give the linear head both operands' features in its state
+        features = [fone_features([str(v) for v in xs], PLACES, 0) for xs in (a, b)]
+        states = torch.cat([states, *features], -1)
+    head = FoNEDigitHead(states.shape[-1], config)
+    context = context_of(a, b) if mode == "context" else None
+    answers = digits_of([x + s * y for x, y, s in zip(a, b, op)])
+    optimizer = torch.optim.Adam(head.parameters(), lr=3e-2)
+    for step in range(steps):
+        rows = slice((step * 256) % 2048, (step * 256) % 2048 + 256)
+        out = head(states[rows], None if context is None else context.select(rows))
+        loss = head.loss(out, answers[rows])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    held, a, b, op = problems(1000, seed=1)
+    if mode != "context":
+        held = torch.cat([held, *[fone_features([str(v) for v in xs], PLACES, 0) for xs in (a, b)]], -1)
+    with torch.no_grad():
+        predicted, _ = head.predict(head(held, context_of(a, b) if mode == "context" else None))
+    return (predicted == digits_of([x + s * y for x, y, s in zip(a, b, op)])).all(-1).float().mean().item()
+
+
+def test_context_head_adds_and_subtracts_the_numbers_before_it_exactly():
+    assert fit("context") > 0.98
+    assert fit("linear") < 0.05
+
+
+def reference_last_numbers(mask: list[list[int]], values: list[list[int]], count: int) -> list:
+    """For every (row, position): the values of the last `count` numbers at or before it, latest first."""
+    out = []
+    for row_mask, row_values in zip(mask, values):
+        seen: list[int] = []
+        row = []
+        for is_number, value in zip(row_mask, row_values):
+            if is_number:
+                seen.append(value)
+            row.append(list(reversed(seen[-count:])))
+        out.append(row)
+    return out
+
+
+def as_values(numbers, count: int) -> list:
+    """`ContextNumbers` ``[B, T, K, P]`` -> nested lists of the valid slots' integer values."""
+    place_values = torch.tensor([10 ** (PLACES - 1 - j) for j in range(PLACES)])
+    values = (numbers.digits * place_values).sum(-1)  # (B, T, K)
+    return [
+        [[int(v) for v, ok in zip(slots, valid) if ok] for slots, valid in zip(row, row_valid)]
+        for row, row_valid in zip(values.tolist(), numbers.valid.tolist())
+    ]
+
+
+def test_last_numbers_matches_a_plain_scan():
+    rng = random.Random(3)
+    mask = [[int(rng.random() < 0.4) for _ in range(11)] for _ in range(6)]
+    values = [[rng.randrange(10**PLACES) if m else 0 for m in row] for row in mask]
+    digits = torch.stack([digits_of(row) for row in values])  # (B, T, P)
+    got = last_numbers(torch.tensor(mask), digits, None, 3)
+    assert as_values(got, 3) == reference_last_numbers(mask, values, 3)
+
+
+def test_memory_after_pushes_equals_the_scan_of_the_whole_sequence():
+    mask = [[0, 1, 0, 1], [1, 0, 0, 0], [0, 0, 0, 0]]
+    values = [[0, 12, 0, 345], [9, 0, 0, 0], [0, 0, 0, 0]]
+    memory = ContextMemory(torch.tensor(mask), torch.stack([digits_of(r) for r in values]), None, 2)
+    fed = digits_of([777, 888, 999])  # (B, P); only rows 0 and 2 feed a number
+    memory.push([0, 2], fed, torch.ones(3, dtype=torch.long))
+    whole_mask = [row + [int(r in (0, 2))] for r, row in enumerate(mask)]
+    whole_values = [row + [v] for row, v in zip(values, (777, 888, 999))]
+    expected = [row[-1] for row in reference_last_numbers(whole_mask, whole_values, 2)]
+    got = as_values(memory.rows([0, 1, 2]), 2)
+    assert [row[0] for row in got] == expected
+
+
+def test_negative_context_number_is_conjugated():
+    config = NumberAdapterConfig(
+        encoding="fone", int_digits=PLACES, frac_digits=0, fone_head_input="context", sign_policy="feature"
+    )
+    head = FoNEDigitHead(4, config)
+    with torch.no_grad():  # read-out u = 1 + 0i; coefficient +1 on the latest number, 0 elsewhere
+        head.proj.weight.zero_()
+        head.proj.bias.copy_(torch.tensor([1.0, 0.0]).repeat(PLACES))
+        head.coefficients.bias.copy_(torch.tensor([-30.0, -30.0, 30.0] + [-30.0, 30.0, -30.0] * 3))
+    mask = torch.ones(1, 1, dtype=torch.long)
+    numbers = last_numbers(mask, digits_of([123])[None], torch.tensor([[-1]]), 4).select((slice(None), -1))
+    digits, _ = head.predict(head(torch.zeros(1, 4), numbers))
+    assert digits.tolist() == digits_of([10**PLACES - 123]).tolist()  # -123 mod 10^5: the conjugate's angle
+
+
+@pytest.mark.parametrize(
+    "fields, match",
+    [
+        ({"fone_context_numbers": 0}, "fone_context_numbers"),
+        ({"fone_context_numbers": 2.5}, "fone_context_numbers"),
+    ],
+)
+def test_bad_context_settings_are_refused(fields, match):
+    with pytest.raises(ValueError, match=match):
+        NumberAdapterConfig(encoding="fone", fone_head_input="context", **fields)
+
+
+def test_context_head_needs_the_feature_target_and_the_context():
+    with pytest.raises(ValueError, match="fone_head_input='linear'"):
+        NumberAdapterConfig(encoding="fone", fone_head_target="digit")  # the paper's head needs the linear read-out
+    head = FoNEDigitHead(8, NumberAdapterConfig(encoding="fone", fone_head_input="context"))
+    with pytest.raises(ValueError, match="pass `context`"):
+        head(torch.zeros(2, 8))
+
+
+def test_mixture_loss_matches_a_plain_sum_over_the_combinations():
+    """-log sum_c P(c | h) prod_places p(y | c), written out with Python complex numbers over the 3^K combinations."""
+    import cmath
+    import itertools
+    import math
+
+    torch.manual_seed(1)
+    config = NumberAdapterConfig(
+        encoding="fone", int_digits=PLACES, frac_digits=0, fone_head_input="context", fone_context_numbers=2
+    )
+    head = FoNEDigitHead(6, config)
+    with torch.no_grad():
+        for parameter in head.parameters():
+            parameter.normal_()
+    hidden = torch.randn(3, 6)
+    a, b, y = [812, 45, 9999], [77, 3021, 1], [889, 3000, 12345]
+    numbers = context_of(a, b, count=2)
+    target = digits_of(y)
+    got = head.loss(head(hidden, numbers), target, reduction="none")
+    for n in range(3):
+        u = torch.nn.functional.linear(hidden[n], head.proj.weight, head.proj.bias).tolist()  # (2P,), low first
+        logits = torch.nn.functional.linear(hidden[n], head.coefficients.weight, head.coefficients.bias)
+        log_p = torch.log_softmax(logits.view(2, 3), -1).tolist()  # slot 0: b (the latest), slot 1: a
+        terms = []
+        for combo in itertools.product((-1, 0, 1), repeat=2):
+            log_prior = sum(log_p[k][c + 1] for k, c in enumerate(combo))
+            log_like = 0.0
+            for q in range(PLACES):  # q: place 10^q, pair q of the read-out
+                period = 10 ** (q + 1)
+                z = complex(u[2 * q], u[2 * q + 1])
+                for c, value in zip(combo, (b[n], a[n])):
+                    z *= cmath.exp(1j * 2 * math.pi * c * value / period)
+                lower = (y[n] % 10**q) / 10**q
+                scores = [(z * cmath.exp(-1j * 2 * math.pi * (d + lower) / 10)).real for d in range(10)]
+                digit = (y[n] // 10**q) % 10
+                log_like += scores[digit] - math.log(sum(math.exp(s) for s in scores))
+            terms.append(log_prior + log_like)
+        top = max(terms)
+        expected = -(top + math.log(sum(math.exp(t - top) for t in terms))) / PLACES
+        assert got[n].item() == pytest.approx(expected, rel=1e-4, abs=1e-4)
