@@ -37,19 +37,15 @@ if TYPE_CHECKING:  # what the lazy names resolve to, for type checkers and IDEs
     from numadapter.config import NumberAdapterConfig
     from numadapter.data import prepare_dataset
     from numadapter.data.collator import NumberDataCollator
-    from numadapter.encodings import (
-        AggregateEmbedding,
-        FoNEEmbedding,
-        XValEmbedding,
-        aggregation_weights,
-        fone_decode,
-        fone_features,
-    )
     from numadapter.evaluation import AnswerMetrics
     from numadapter.export import export_merged, load_exported
     from numadapter.generation import NumberGenerationOutput, generate
-    from numadapter.heads import FoNEDigitHead, RegressionHead
     from numadapter.mapping import get_peft_model
+    from numadapter.methods.aggregate.embedding import AggregateEmbedding, aggregation_weights
+    from numadapter.methods.fone.embedding import FoNEEmbedding, fone_decode, fone_features
+    from numadapter.methods.fone.head import FoNEDigitHead
+    from numadapter.methods.xval.embedding import XValEmbedding
+    from numadapter.methods.xval.head import RegressionHead
     from numadapter.ntl import NTLoss
     from numadapter.numbers import ExactNumber, NumberOutOfRangeError, NumberSpan, find_numbers
     from numadapter.tokenization import NumberTokenizer
@@ -66,18 +62,18 @@ _LAZY: dict[str, str] = {
     "NumberDataCollator": "numadapter.data.collator",
     "NumberAdapterConfig": "numadapter.config",
     "prepare_dataset": "numadapter.data",
-    "AggregateEmbedding": "numadapter.encodings",
-    "FoNEEmbedding": "numadapter.encodings",
-    "XValEmbedding": "numadapter.encodings",
-    "aggregation_weights": "numadapter.encodings",
-    "fone_decode": "numadapter.encodings",
-    "fone_features": "numadapter.encodings",
+    "AggregateEmbedding": "numadapter.methods.aggregate.embedding",
+    "FoNEEmbedding": "numadapter.methods.fone.embedding",
+    "XValEmbedding": "numadapter.methods.xval.embedding",
+    "aggregation_weights": "numadapter.methods.aggregate.embedding",
+    "fone_decode": "numadapter.methods.fone.embedding",
+    "fone_features": "numadapter.methods.fone.embedding",
     "export_merged": "numadapter.export",
     "load_exported": "numadapter.export",
     "NumberGenerationOutput": "numadapter.generation",
     "generate": "numadapter.generation",
-    "FoNEDigitHead": "numadapter.heads",
-    "RegressionHead": "numadapter.heads",
+    "FoNEDigitHead": "numadapter.methods.fone.head",
+    "RegressionHead": "numadapter.methods.xval.head",
     "get_peft_model": "numadapter.mapping",
     "smollm2_path": "numadapter.checkpoints",
     "convert_gguf": "numadapter.checkpoints",

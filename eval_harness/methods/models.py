@@ -23,8 +23,8 @@ path (``product=True``) ``lora`` is numadapter's plain LoRA instead (`Method.pro
 `NumberAdapterConfig` with ``encoding="digits"``, ``train_eos_row=False`` and the same LoRA settings), so that
 `numadapter.NumberSFTTrainer` trains it.
 
-Only numadapter's public API is used: the names of ``numadapter.__all__``, `numadapter.encodings` (documented there)
-and `numadapter.app.toy` (the README's tokenizers for tests and examples).
+Only numadapter's public API is used: the names of ``numadapter.__all__``, the methods' embedding modules (listed
+there) and `numadapter.app.toy` (the README's tokenizers for tests and examples).
 """
 
 from __future__ import annotations
@@ -167,7 +167,7 @@ def _number_config(
     product: bool,
 ) -> Any:
     from numadapter import NumberAdapterConfig
-    from numadapter.encodings import fit_normalization
+    from numadapter.methods.xval.embedding import fit_normalization
 
     settings: dict[str, Any] = {"int_digits": places[0], "frac_digits": places[1]}
     settings.update(method.adapter_settings(regime, product))

@@ -11,7 +11,5 @@
   the tests.
 
 The library (every other module of `numadapter`) never imports this package
-(``tests/numadapter/test_import_graph.py``). The old module paths (``numadapter.cli``, ``numadapter.recipe``,
-``numadapter.train``, ``numadapter.quickstart``, ``numadapter.toy``, ``numadapter.hub``) still import, as thin modules
-that point here. This file imports nothing, so ``numadapter --help`` stays light.
+(``tests/numadapter/test_import_graph.py``). This file imports nothing, so ``numadapter --help`` stays light.
 """

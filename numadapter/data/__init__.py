@@ -4,10 +4,6 @@ The room holds `numadapter.data.prepare` (text datasets -> token ids and the num
 `numadapter.data.collator` (pads, truncates and masks every per-token column with the same slice as ``input_ids``),
 `numadapter.data.answer_format` (one-number answers trained at the number head) and `numadapter.data.checks` (clear
 errors for datasets that leave nothing to train on). docs/DESIGN.md, "Data", describes them.
-
-This package was the module ``numadapter/data.py``; it exports the same names, so
-``from numadapter.data import prepare_dataset`` works as before. The old modules ``numadapter.collator``,
-``numadapter.answer_format`` and ``numadapter.data_checks`` are aliases of the moved ones.
 """
 
 from numadapter.data.prepare import (

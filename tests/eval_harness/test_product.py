@@ -118,7 +118,7 @@ def test_tiny_preset_trains_numadapter_methods_through_the_trainer(tmp_path, cap
     assert result["train_path"] == "product" and result["config"]["train_path"] == "product"
     training = result["product_training"]
     assert training["trainer"] == "numadapter.NumberSFTTrainer"
-    assert training["collator"] == "numadapter.data.collator.NumberDataCollator"  # was numadapter.collator
+    assert training["collator"] == "numadapter.data.collator.NumberDataCollator"  # was numadapter.data.collator
     assert training["answer_format"] == "head" and result["data"]["train_format"] == "head"
     assert training["global_steps"] == 4  # 32 examples in batches of 8, one epoch
     assert len(result["timing"]["epoch_s"]) == 1 and len(result["curve"]) == 1

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from helpers.import_graph import find_cycles, import_graph, importers_of
-from helpers.moved_modules import MOVED, SPLIT
 from helpers.paths import ROOT
 
 PACKAGE = ROOT / "numadapter"
@@ -103,11 +102,5 @@ def test_numadapter_has_no_import_cycle(graph):
 def test_no_library_module_imports_the_app(graph):
     app = {module for module in graph if module == "numadapter.app" or module.startswith("numadapter.app.")}
     assert {"numadapter.app.cli", "numadapter.app.recipe", "numadapter.app.commands"} <= app  # the app was found
-    old_paths = set(MOVED) | set(SPLIT)  # thin modules that hand out the moved ones
-    library_importers = {
-        m: t for m, t in importers_of(graph, "numadapter.app").items() if m not in app and m not in old_paths
-    }
+    library_importers = {m: t for m, t in importers_of(graph, "numadapter.app").items() if m not in app}
     assert library_importers == {}, f"library modules that import numadapter.app: {library_importers}"
-    for old in old_paths:  # and they import nothing else than the module(s) they hand out
-        handed_out = {MOVED[old]} if old in MOVED else set(SPLIT[old])
-        assert graph[old] and graph[old] <= handed_out, (old, graph[old])

@@ -120,15 +120,15 @@ def test_mismatches_list_every_field_with_both_values(store):
 
 
 def test_the_schema_is_importable_where_it_was():
-    import numadapter.answer_format
-    import numadapter.collator
+    import numadapter.data.answer_format
+    import numadapter.data.collator
     import numadapter.training.callbacks
     import numadapter.tuner.alignment
     import numadapter.tuner.side_buffer
 
     for module in (
-        numadapter.collator,
-        numadapter.answer_format,
+        numadapter.data.collator,
+        numadapter.data.answer_format,
         numadapter.training.callbacks,
         numadapter.tuner.alignment,
     ):

@@ -32,6 +32,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+__all__ = ["AggregateEmbedding", "AggregateLossOutput", "aggregate_aux_loss", "aggregate_loss", "aggregation_weights"]
+
 # Footnote 2 of the paper: "Should the answers not be numerical, the model is penalise[d] by arbitrarily setting
 # L_AUX to 20."
 NON_NUMERIC_AUX_LOSS = 20.0

@@ -55,6 +55,15 @@ from torch import nn
 from numadapter.config import NumberAdapterConfig
 from numadapter.numbers import ExactNumber
 
+__all__ = [
+    "FoNEEmbedding",
+    "digits_to_strings",
+    "fone_decode",
+    "fone_feature_size",
+    "fone_features",
+    "fone_features_from_digits",
+]
+
 
 def _check_layout(int_digits: int, frac_digits: int, bases: Sequence[int]) -> tuple[int, ...]:
     for name, value in (("int_digits", int_digits), ("frac_digits", frac_digits)):

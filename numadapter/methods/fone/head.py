@@ -17,9 +17,9 @@ Target (config ``fone_head_target``)
     answer's exact FoNE feature ``phi(y, 10^(i+1))`` (``y mod 10^(i+1) = 10^i (d_i + f_i)``). Training uses the
     target's lower digits for ``f_i`` (teacher forcing, `FoNEDigitHead.target_logits`); prediction decodes the
     lowest place first and takes ``f_i`` from the digits already decoded (`FoNEDigitHead.forward`), the carry-aware
-    inversion of Lemmas 3.3 / 3.4 (`numadapter.encodings.fone.fone_decode`), which tolerates an angle error of half a
-    digit at every place. Why: the feature of ``a + b`` is the rotation of ``a``'s by ``b``'s, a smooth function of
-    the inputs, while the paper's digit jumps at every carry boundary (``19.999`` has tens digit 1, ``20.000`` 2).
+    inversion of Lemmas 3.3 / 3.4 (`numadapter.methods.fone.embedding.fone_decode`), which tolerates an angle error of
+    half a digit at every place. Why: the feature of ``a + b`` is the rotation of ``a``'s by ``b``'s, a smooth function
+    of the inputs, while the paper's digit jumps at every carry boundary (``19.999`` has tens digit 1, ``20.000`` 2).
 
 Layout
     The head forms ``2P`` numbers ``v`` (``P = m + n``): a learned projection ``H -> 2P``

@@ -30,6 +30,8 @@ from torch import Tensor, nn
 
 from numadapter.numbers import NumberOutOfRangeError
 
+__all__ = ["XValEmbedding", "denormalize", "fit_normalization", "normalize", "resolve_xval_form", "xval_in_range"]
+
 XVAL_FORMS = ("affine", "multiplicative")
 NORMALIZATION_METHODS = ("absmax", "standard")
 
@@ -85,8 +87,8 @@ def _range_error(
     return NumberOutOfRangeError(
         f"xVal value {value!r} normalises to {z!r} = ({value!r} - xval_center={center!r}) / xval_scale={scale!r}, "
         f"outside [-xval_clip, xval_clip] = [-{clip!r}, {clip!r}]{more}. Fit `xval_center`/`xval_scale` on your data "
-        f"with numadapter.encodings.xval.fit_normalization, raise `xval_clip`, or set out_of_range='text' so the "
-        f"tokenizer keeps such numbers as text."
+        f"with numadapter.methods.xval.embedding.fit_normalization, raise `xval_clip`, or set out_of_range='text' so "
+        f"the tokenizer keeps such numbers as text."
     )
 
 
@@ -306,7 +308,7 @@ class XValEmbedding(nn.Module):
         if form == "auto":
             raise ValueError(
                 "XValEmbedding needs a concrete form, got xval_form='auto': resolve it first with "
-                "numadapter.encodings.xval.resolve_xval_form(config.xval_form, model.config)."
+                "numadapter.methods.xval.embedding.resolve_xval_form(config.xval_form, model.config)."
             )
         if form not in XVAL_FORMS:
             raise ValueError(f"`xval_form` must be one of {list(XVAL_FORMS)} (or 'auto'), got {form!r}.")

@@ -43,8 +43,8 @@ class XValMethod(NumberMethod):
             f"xVal left {len(refused)} of the {total} numbers of a batch as text (e.g. {refused[0]!r}): with "
             f"xval_center={center:g}, xval_scale={scale:g}, xval_clip={clip:g} a [NUM] carries only {carried} in "
             f"[{center - clip * scale:g}, {center + clip * scale:g}] (|(x - xval_center) / xval_scale| <= xval_clip). "
-            "Fit xval_center and xval_scale to your numbers (numadapter.encodings.xval.fit_normalization) or raise "
-            "xval_scale; out_of_range='error' raises instead. This warning is shown once per NumberTokenizer."
+            "Fit xval_center and xval_scale to your numbers (numadapter.methods.xval.embedding.fit_normalization) or "
+            "raise xval_scale; out_of_range='error' raises instead. This warning is shown once per NumberTokenizer."
         )
 
     def build_modules(self, config: Any, hidden_size: int, model_config: Any) -> tuple[nn.Module, nn.Module]:

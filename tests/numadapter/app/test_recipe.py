@@ -24,8 +24,8 @@ from numadapter.app.recipe import (
     validate_recipe,
 )
 from numadapter.config import NumberAdapterConfig
-from numadapter.encodings.xval import XValEmbedding
-from numadapter.heads.regression import RegressionHead
+from numadapter.methods.xval.embedding import XValEmbedding
+from numadapter.methods.xval.head import RegressionHead
 from numadapter.tokenization import NumberTokenizer
 
 ALL_YAML = sorted(glob.glob(os.path.join(ROOT, "recipes", "**", "*.yaml"), recursive=True))

@@ -8,8 +8,8 @@ import torch
 from trl import SFTConfig
 
 import numadapter
-from numadapter.answer_format import answer_number_position, check_answer_format
-from numadapter.collator import NumberDataCollator
+from numadapter.data.answer_format import answer_number_position, check_answer_format
+from numadapter.data.collator import NumberDataCollator
 
 NUM, EOS, PAD = 7, 2, 0
 
