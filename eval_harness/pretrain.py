@@ -1,6 +1,6 @@
 """``python -m eval_harness pretrain-base``: a small base LM pretrained locally, for the adapter tables.
 
-The adapter regime (`eval_harness.methods.models`, ``regime="adapter"``) fine-tunes LoRA (+ numadapter's number
+The adapter regime (`eval_harness.arms.models`, ``regime="adapter"``) fine-tunes LoRA (+ numadapter's number
 modules) on a frozen pretrained base. Offline, with no checkpoint at hand, the harness makes its own: numadapter's
 quick-start base (`numadapter.app.quickstart.build_tiny_base`): numadapter's digit-wise toy tokenizer (byte-level BPE,
 one token per digit), and a small Llama (or Granite) pretrained from scratch with AdamW (learning rate 3e-3,

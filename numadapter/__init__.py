@@ -21,7 +21,7 @@ Public API (everything else lives in submodules):
 The package is imported lazily (PEP 562): ``import numadapter`` loads none of torch, transformers, PEFT, TRL,
 DeepSpeed or bitsandbytes; each public name imports its module on first use, and ``numadapter.<submodule>`` works
 as an attribute too. Registration with PEFT still happens before any PEFT model is built or loaded: it runs as soon
-as PEFT is imported, by anyone (`numadapter.tuner.import_hook`).
+as PEFT is imported, by anyone (`numadapter.tuner.peft_import_hook`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import importlib
 import importlib.util
 from typing import TYPE_CHECKING, Any
 
-from numadapter.tuner import import_hook
+from numadapter.tuner import peft_import_hook
 
 if TYPE_CHECKING:  # what the lazy names resolve to, for type checkers and IDEs
     from numadapter.checkpoints import convert_gguf, smollm2_path
@@ -137,4 +137,4 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
 
-import_hook.install()  # register with PEFT now if it is imported, else as soon as it is
+peft_import_hook.install()  # register with PEFT now if it is imported, else as soon as it is

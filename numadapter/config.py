@@ -15,6 +15,7 @@ from typing import Literal
 from peft import LoraConfig
 
 from numadapter.methods.registry import BUILTIN, get_method, known_methods, unknown_encoding_message
+from numadapter.ntl.vocab import KINDS as NTL_KINDS
 from numadapter.numbers import find_numbers
 from numadapter.tuner.peft_type import config_peft_type
 
@@ -24,7 +25,6 @@ FONE_HEAD_TARGETS = ("digit", "feature")
 SIGN_POLICIES = ("text", "feature")
 OUT_OF_RANGE_POLICIES = ("text", "error")
 XVAL_FORMS = ("auto", "affine", "multiplicative")
-NTL_KINDS = ("was", "was-cdf", "mse", "mae", "huber", "gce")
 GCE_FORMS = ("replace", "add")
 NTL_LEVELS = ("token", "number")
 

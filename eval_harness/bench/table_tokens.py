@@ -111,7 +111,7 @@ def table_places(tables: list[str]) -> tuple[int, int]:
 
 def build_encoders(workdir: str, sign_policy: str = "text", places: tuple[int, int] = (8, 4)) -> dict[str, Any]:
     """The three encoders (callables like a tokenizer), the FoNE one a `NumberTokenizer` over the digits tokenizer."""
-    from eval_harness.methods.models import scratch_tokenizer
+    from eval_harness.arms.models import scratch_tokenizer
     from numadapter import NumberAdapterConfig, NumberTokenizer
 
     digits = scratch_tokenizer("digits", f"{workdir}/digits")

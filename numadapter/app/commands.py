@@ -68,7 +68,7 @@ def load_base_model(settings: ModelSettings, seq2seq: bool) -> Any:
     import torch
     from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
-    from numadapter.export import resolve_dtype
+    from numadapter.checkpoints import resolve_dtype
 
     auto = AutoModelForSeq2SeqLM if seq2seq else AutoModelForCausalLM
     dtype = resolve_dtype(settings.dtype, "model.dtype")

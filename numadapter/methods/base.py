@@ -13,7 +13,7 @@ What each caller reads:
   (one marker token per number, or digit tokens), `marker_field` (which config token is the marker),
   `accepts` (a range check beyond the digit places), `mostly_text_warning` (when that check left most numbers of a
   batch as text).
-- The side-tensor schema (`numadapter.wire`): `fields` (the number tensors the modules read besides ``mask``),
+- The side-tensor schema (`numadapter.schema`): `fields` (the number tensors the modules read besides ``mask``),
   `matched_fields` (config fields a tokenizer must share with the adapter).
 - The tuner (`numadapter.tuner`): `check_bound`, `build_modules`, `init_from_row`, `needs_digit_embeddings`,
   `lm_ntl`, `head_outputs`, `report`, `loss_terms`, `number_count_ids`.
@@ -124,11 +124,11 @@ class NumberMethod(ABC):
 
     @abstractmethod
     def fields(self, config: NumberAdapterConfig) -> tuple[str, ...]:
-        """The side tensors (short names of `numadapter.wire.FIELDS`: ``"digits"``, ``"sign"``, ``"values"``) the
+        """The side tensors (short names of `numadapter.schema.FIELDS`: ``"digits"``, ``"sign"``, ``"values"``) the
         modules read besides ``mask``."""
 
     def matched_fields(self, config: NumberAdapterConfig) -> tuple[str, ...]:
-        """Config fields beyond `numadapter.wire.MATCHED_FIELDS` on which a tokenizer must agree with the adapter
+        """Config fields beyond `numadapter.schema.MATCHED_FIELDS` on which a tokenizer must agree with the adapter
         (the tokenizer applies them when it encodes)."""
         return ()
 

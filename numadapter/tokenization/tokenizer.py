@@ -60,11 +60,11 @@ from numadapter.config import NumberAdapterConfig, marker_choice
 from numadapter.methods.base import NumberMethod
 from numadapter.methods.registry import get_method
 from numadapter.numbers import ExactNumber
+from numadapter.schema import SIDE_FIELDS as SIDE_KEYS
 from numadapter.tokenization.decoding import NumberDecoding
 from numadapter.tokenization.encoding import ASCII_DIGITS, NumberEncoding
 from numadapter.tokenization.notes import PromptNumbers, note
 from numadapter.tokenization.options import TransformersOptions, check_unsupported
-from numadapter.wire import SIDE_FIELDS as SIDE_KEYS
 
 CONFIG_NAME = "number_tokenizer_config.json"
 # Config fields the tokenizer depends on; saved in CONFIG_NAME.

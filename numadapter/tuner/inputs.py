@@ -27,6 +27,7 @@ import torch
 
 from numadapter.config import NumberAdapterConfig
 from numadapter.methods.registry import get_method
+from numadapter.schema import FIELDS, NUMBER_KWARGS, NUMBER_TEXTS, PREFIXES, NumberInputs, needed_fields  # noqa: F401
 from numadapter.tuner.alignment import (
     NumberTargets,
     causal_lm_labels,
@@ -34,7 +35,6 @@ from numadapter.tuner.alignment import (
     seq2seq_targets,
     shift_right_numbers,
 )
-from numadapter.wire import FIELDS, NUMBER_KWARGS, NUMBER_TEXTS, PREFIXES, NumberInputs, needed_fields  # noqa: F401
 
 
 @dataclass

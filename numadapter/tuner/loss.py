@@ -37,8 +37,8 @@ from numadapter.config import NumberAdapterConfig
 from numadapter.methods.aggregate.loss import aggregate_term  # noqa: F401  (re-exported: imported from here before)
 from numadapter.methods.base import LossInputs
 from numadapter.methods.registry import get_method
+from numadapter.schema import IGNORE_INDEX
 from numadapter.tuner.inputs import NumberPlan
-from numadapter.wire import IGNORE_INDEX
 
 
 @dataclass

@@ -20,8 +20,8 @@ from numadapter.config import NumberAdapterConfig
 from numadapter.data import detect_format, prepare_dataset
 from numadapter.data.collator import NumberDataCollator, safe_slice
 from numadapter.numbers import find_numbers
+from numadapter.schema import dense_rows
 from numadapter.tokenization import NumberTokenizer
-from numadapter.wire import dense_rows
 
 SIDES = ("num_mask", "num_digits", "num_sign", "num_values")
 

@@ -36,9 +36,9 @@ from typing import Any
 
 import torch
 
-from eval_harness.methods import Method
-from eval_harness.methods.encode import Codec
-from eval_harness.methods.sizes import TABLE6, LoraSettings, ModelSize  # noqa: F401 (re-exported)
+from eval_harness.arms import Method
+from eval_harness.arms.encode import Codec
+from eval_harness.arms.sizes import TABLE6, LoraSettings, ModelSize  # noqa: F401 (re-exported)
 
 SCRATCH_TOKENIZERS = ("digits", "subword")
 SUBWORD_VOCAB = 2300  # byte alphabet + specials + the 1,110 digit groups + merges of the toy corpus

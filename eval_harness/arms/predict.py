@@ -1,4 +1,4 @@
-"""Reading answers off a trained model: the prediction paths of `eval_harness.methods`.
+"""Reading answers off a trained model: the prediction paths of `eval_harness.arms`.
 
 - FoNE head (``fone_head``): one forward pass over the prompts; at the last prompt position t (the ``=``), whose next
   token is the answer's [NUM], the digit head scores every place (hidden state t predicts token t+1, docs/DESIGN.md,
@@ -20,9 +20,9 @@ from decimal import ROUND_HALF_UP, Decimal
 import torch
 from tqdm.auto import tqdm
 
-from eval_harness.methods import Method
-from eval_harness.methods.encode import EncodedSet
-from eval_harness.methods.models import Built
+from eval_harness.arms import Method
+from eval_harness.arms.encode import EncodedSet
+from eval_harness.arms.models import Built
 from eval_harness.tasks.base import canonical_number
 from numadapter.methods.fone.embedding import digits_to_strings
 

@@ -1,4 +1,4 @@
-"""`numadapter.wire`: one tokenizer <-> adapter config check, the same at every entry point.
+"""`numadapter.schema`: one tokenizer <-> adapter config check, the same at every entry point.
 
 Each field that must agree is changed on the tokenizer's side alone; export, generation, the trainers and
 `get_peft_model` must each name it with both values. ``aggregate`` is the case the trainer used to let through.
@@ -16,8 +16,8 @@ from trl import SFTConfig
 from numadapter import NumberSFTTrainer, export_merged, generate
 from numadapter.config import NumberAdapterConfig
 from numadapter.mapping import get_peft_model
+from numadapter.schema import IGNORE_INDEX, NumberInputs, NumberTargets, tokenizer_mismatches
 from numadapter.tokenization import NumberTokenizer
-from numadapter.wire import IGNORE_INDEX, NumberInputs, NumberTargets, tokenizer_mismatches
 
 FONE = {"encoding": "fone"}
 XVAL = {"encoding": "xval", "sign_policy": "feature", "xval_scale": 10.0}
@@ -44,7 +44,7 @@ ENTRY_POINTS = ["export_merged", "numadapter.generate", "the number trainer", "g
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> Store:
-    return Store(str(tmp_path_factory.mktemp("wire")))
+    return Store(str(tmp_path_factory.mktemp("schema")))
 
 
 def adapter(store: Store, settings: dict):
