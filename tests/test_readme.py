@@ -7,8 +7,8 @@ import re
 import torch
 from helpers.paths import ROOT
 
-from numadapter.app.toy import build_tokenizer
 from numadapter.generation import numbers_of
+from numadapter.testing.toy import build_tokenizer
 
 README = ROOT / "README.md"
 

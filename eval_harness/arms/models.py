@@ -3,11 +3,11 @@
 From scratch (``regime="scratch"``): a random-init ``LlamaForCausalLM`` of the FoNE paper's Table 6 (hidden,
 intermediate, layers, heads, key-value heads), tied input/output embeddings like Llama-3.2-1B (the paper's
 parameter counts, e.g. 8.31M for model 1, are those of a tied 128k vocabulary), seeded so that every method with
-the same vocabulary starts from the same weights. Tokenizers are trained locally (`numadapter.app.toy`):
+the same vocabulary starts from the same weights. Tokenizers are trained locally (`numadapter.testing.toy`):
 
-- ``"digits"``: `numadapter.app.toy` "digits" (byte-level BPE, every digit its own token);
-- ``"subword"``: `numadapter.app.toy` "llama3" (Llama 3's split regex: digit runs cut left to right into groups of up
-  to 3) trained on its corpus plus every 1-3 digit string, so that, as in Llama 3's vocabulary, every group is one
+- ``"digits"``: `numadapter.testing.toy` "digits" (byte-level BPE, every digit its own token);
+- ``"subword"``: `numadapter.testing.toy` "llama3" (Llama 3's split regex: digit runs cut left to right into groups of
+  up to 3) trained on its corpus plus every 1-3 digit string, so that, as in Llama 3's vocabulary, every group is one
   token ("571.870" -> "571" "." "870", 3 tokens; the toy default vocabulary lacks most 3-digit groups);
 - fone / xval: the digits tokenizer (numbers become [NUM]; which tokenizer does not matter for them).
 
@@ -24,7 +24,7 @@ path (``product=True``) ``lora`` is numadapter's plain LoRA instead (`Method.pro
 `numadapter.NumberSFTTrainer` trains it.
 
 Only numadapter's public API is used: the names of ``numadapter.__all__``, the methods' embedding modules (listed
-there) and `numadapter.app.toy` (the README's tokenizers for tests and examples).
+there) and `numadapter.testing.toy` (the README's tokenizers for tests and examples).
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def scratch_tokenizer(kind: str, path: str | os.PathLike) -> Any:
     """
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-    from numadapter.app.toy import CONFIGS, build_tokenizer, corpus, train_tokenizer
+    from numadapter.testing.toy import CONFIGS, build_tokenizer, corpus, train_tokenizer
 
     if kind == "digits":
         return build_tokenizer("digits", path)

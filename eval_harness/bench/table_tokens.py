@@ -13,7 +13,7 @@ offline, so this benchmark counts tokens on a seeded corpus of generated numeric
 
 Three schemes count the tokens of the same tables (no special tokens):
 
-- ``digits``: the digit-wise tokenizer of the harness (`numadapter.app.toy` "digits": one token per digit);
+- ``digits``: the digit-wise tokenizer of the harness (`numadapter.testing.toy` "digits": one token per digit);
 - ``subword``: the harness's Llama-3-style subword tokenizer (Llama 3's split regex, digit runs cut left to right
   into groups of up to 3, every group one token: "2019" -> "201" "9");
 - ``fone``: `NumberTokenizer` (``encoding="fone"``) over the digits tokenizer: one ``[NUM]`` per number (xVal

@@ -133,7 +133,7 @@ def _saved_base(path):
     """A tiny digit-wise Llama base saved like `python -m eval_harness pretrain-base` saves one."""
     from helpers import tiny
 
-    from numadapter.app.toy import build_tokenizer
+    from numadapter.testing.toy import build_tokenizer
 
     tokenizer = build_tokenizer("digits", path)
     tiny.build_model("llama", path, vocab_size=len(tokenizer), tie=True, hidden_size=32, layers=1)

@@ -28,7 +28,7 @@ TOK_CACHE: dict[str, object] = {}
 
 
 def _tokenizer(tmp_path_factory, kind: str = "digits"):
-    from numadapter.app.toy import build_tokenizer
+    from numadapter.testing.toy import build_tokenizer
 
     if kind not in TOK_CACHE:
         TOK_CACHE[kind] = tmp_path_factory.mktemp(f"tok-{kind}")
@@ -452,7 +452,7 @@ def test_adapter_regime_runs_lora_and_fone_on_a_saved_base(tmp_path):
 
     from eval_harness.report import build_report
     from eval_harness.runner import run_specs
-    from numadapter.app.toy import build_tokenizer
+    from numadapter.testing.toy import build_tokenizer
 
     base = tmp_path / "base"
     tok = build_tokenizer("digits", base)

@@ -76,7 +76,7 @@ def test_head_batches_give_the_models_loss_on_the_cut_prompt(tmp_path):
     from helpers.quickstart_specs import SMALL_SPEC as SPEC
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from numadapter.app.quickstart import build_tiny_base
+    from numadapter.testing.tiny_base import build_tiny_base
 
     path = str(tmp_path / "base")
     build_tiny_base(path, SPEC, seed=0, print_fn=lambda line: None)

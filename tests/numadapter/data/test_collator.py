@@ -15,12 +15,12 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import numadapter.data.collator
-from numadapter.app import toy
 from numadapter.config import NumberAdapterConfig
 from numadapter.data import detect_format, prepare_dataset
 from numadapter.data.collator import NumberDataCollator, safe_slice
 from numadapter.numbers import find_numbers
 from numadapter.schema import dense_rows
+from numadapter.testing import toy
 from numadapter.tokenization import NumberTokenizer
 
 SIDES = ("num_mask", "num_digits", "num_sign", "num_values")

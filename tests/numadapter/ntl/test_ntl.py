@@ -101,7 +101,7 @@ def test_no_number_tokens_is_a_clear_error() -> None:
 
 @pytest.mark.parametrize("kind", ["digits", "llama3", "t5"])
 def test_tiny_tokenizers_map_and_are_not_mutated(kind: str, tmp_path) -> None:
-    from numadapter.app import toy
+    from numadapter.testing import toy
 
     tokenizer = toy.build_tokenizer(kind, tmp_path)
     before = (len(tokenizer), tokenizer.get_vocab(), str(tokenizer.added_tokens_decoder),

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
-from numadapter.app import toy
 from numadapter.config import NumberAdapterConfig
 from numadapter.numbers import ExactNumber, NumberOutOfRangeError
+from numadapter.testing import toy
 from numadapter.tokenization import CONFIG_NAME, NumberTokenizer, render_number
 
 KINDS = toy.TOKENIZER_KINDS
