@@ -51,7 +51,7 @@ import torch
 from torch import nn
 
 from numadapter.checkpoints import float_dtypes, resolve_dtype
-from numadapter.schema import check_tokenizer_matches
+from numadapter.tokenization.matching import check_tokenizer_matches
 
 NUMBER_CONFIG_NAME = "number_config.json"
 NUMBER_MODULES_NAME = "number_modules.safetensors"

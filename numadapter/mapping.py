@@ -27,7 +27,7 @@ from torch import nn
 
 from numadapter.config import NumberAdapterConfig
 from numadapter.integrations.deepspeed_zero import matrix_shape
-from numadapter.schema import check_tokenizer_matches
+from numadapter.tokenization.matching import check_tokenizer_matches
 from numadapter.tuner.patches import base_weight, detect_architecture
 from numadapter.tuner.registration import register
 

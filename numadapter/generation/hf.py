@@ -250,7 +250,7 @@ def _streaming(
 
 def _number_tokenizer(tokenizer: Any, parts: AdapterParts) -> Any:
     """The ``tokenizer=`` argument when it is a `NumberTokenizer` of this adapter (checked), else None."""
-    from numadapter.schema import check_tokenizer_matches
+    from numadapter.tokenization.matching import check_tokenizer_matches
     from numadapter.tokenization.tokenizer import NumberTokenizer
 
     if tokenizer is None:

@@ -56,7 +56,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from numadapter.config import NumberAdapterConfig
+from numadapter.methods.base import NumberSettings
 from numadapter.methods.fone.embedding import digits_to_strings, lower_fractions
 
 REDUCTIONS = ("mean", "sum", "none")
@@ -109,7 +109,7 @@ class FoNEDigitHead(nn.Module):
         config: uses ``int_digits``, ``frac_digits``, ``fone_head_input``, ``fone_head_target`` and ``sign_policy``.
     """
 
-    def __init__(self, hidden_size: int, config: NumberAdapterConfig) -> None:
+    def __init__(self, hidden_size: int, config: NumberSettings) -> None:
         super().__init__()
         if not isinstance(hidden_size, int) or hidden_size < 1:
             raise ValueError(f"`hidden_size` must be a positive integer, got {hidden_size!r}.")

@@ -28,6 +28,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
+from numadapter.methods.base import NumberSettings
 from numadapter.numbers import NumberOutOfRangeError
 
 __all__ = ["XValEmbedding", "denormalize", "fit_normalization", "normalize", "resolve_xval_form", "xval_in_range"]
@@ -205,7 +206,7 @@ def denormalize(values: Tensor | Sequence[float] | float, center: float, scale: 
     return _as_float64(values) * scale + center
 
 
-def xval_in_range(value: Any, config: Any) -> bool:
+def xval_in_range(value: Any, config: NumberSettings) -> bool:
     """Whether a number can be xVal-encoded under `config` (the tokenizer's test before emitting [NUM]).
 
     The decision is made on exactly what the model will see: the value rounded to float64, then to float32 (as
@@ -302,7 +303,7 @@ class XValEmbedding(nn.Module):
             needs the model config.
     """
 
-    def __init__(self, hidden_size: int, config: Any, form: str | None = None) -> None:
+    def __init__(self, hidden_size: int, config: NumberSettings, form: str | None = None) -> None:
         super().__init__()
         form = config.xval_form if form is None else form
         if form == "auto":

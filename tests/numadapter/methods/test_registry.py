@@ -26,9 +26,9 @@ from numadapter.methods import (
     register_method,
     unregister_method,
 )
-from numadapter.schema import needed_fields
 from numadapter.tokenization import NumberTokenizer
 from numadapter.training.sft import NumberSFTTrainer
+from numadapter.tuner.inputs import needed_fields
 
 
 @pytest.fixture
