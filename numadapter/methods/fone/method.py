@@ -75,13 +75,9 @@ class FoNEMethod(NumberMethod):
         return HeadReading(digits=digits, sign=sign, values=values)
 
     def read_numbers(
-        self,
-        config: NumberSettings,
-        head: nn.Module,
-        digits: list[list[int]] | None,
-        signs: list[int],
+        self, config: NumberSettings, head: nn.Module, digits: list[list[int]] | None, signs: list[int],
         values: list[float],
-    ) -> list[GeneratedNumber]:
+    ) -> list[GeneratedNumber]:  # fmt: skip
         from numadapter.methods.fone.head import FoNEDigitHead
         from numadapter.numbers import ExactNumber
 

@@ -76,13 +76,9 @@ class XValMethod(NumberMethod):
         return HeadReading(digits=None, sign=sign, values=values)
 
     def read_numbers(
-        self,
-        config: NumberSettings,
-        head: nn.Module,
-        digits: list[list[int]] | None,
-        signs: list[int],
+        self, config: NumberSettings, head: nn.Module, digits: list[list[int]] | None, signs: list[int],
         values: list[float],
-    ) -> list[GeneratedNumber]:
+    ) -> list[GeneratedNumber]:  # fmt: skip
         from numadapter.methods.xval.embedding import xval_in_range
 
         out = []
