@@ -26,7 +26,7 @@ DEFAULT_RESULTS = Path("eval_harness") / "results"
 
 
 def _epilog() -> str:
-    from .methods import METHODS
+    from .arms import METHODS
     from .presets import PRESETS
     from .tasks import TASKS
 
@@ -240,8 +240,8 @@ def _settings(items: Sequence[str]) -> dict:
 def _run(args: argparse.Namespace, out: TextIO) -> None:
     from dataclasses import replace
 
-    from .methods import get_method
-    from .methods.sizes import LoraSettings
+    from .arms import get_method
+    from .arms.sizes import LoraSettings
     from .presets import expand, get_preset
 
     preset = get_preset(args.preset)

@@ -25,8 +25,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from eval_harness.methods import METHODS, get_method
-from eval_harness.methods.sizes import TABLE6, LoraSettings
+from eval_harness.arms import METHODS, get_method
+from eval_harness.arms.sizes import TABLE6, LoraSettings
 
 if TYPE_CHECKING:
     from eval_harness.runner import RunSpec

@@ -1,12 +1,12 @@
 """``python -m eval_harness pretrain-base``: a small base LM pretrained locally, for the adapter tables.
 
-The adapter regime (`eval_harness.methods.models`, ``regime="adapter"``) fine-tunes LoRA (+ numadapter's number
+The adapter regime (`eval_harness.arms.models`, ``regime="adapter"``) fine-tunes LoRA (+ numadapter's number
 modules) on a frozen pretrained base. Offline, with no checkpoint at hand, the harness makes its own: numadapter's
-quick-start base (`numadapter.app.quickstart.build_tiny_base`): numadapter's digit-wise toy tokenizer (byte-level BPE,
-one token per digit), and a small Llama (or Granite) pretrained from scratch with AdamW (learning rate 3e-3,
-linear decay) on generated text with numbers (`numadapter.app.quickstart.pretraining_text`: the toy corpus, counting,
-copying and comparing numbers; no arithmetic task), so it knows the digits and text with numbers but none of the
-harness's tasks. Model and tokenizer are saved with ``save_pretrained`` into one directory, which is what
+quick-start base (`numadapter.testing.tiny_base.build_tiny_base`): numadapter's digit-wise toy tokenizer (byte-level
+BPE, one token per digit), and a small Llama (or Granite) pretrained from scratch with AdamW (learning rate 3e-3,
+linear decay) on generated text with numbers (`numadapter.testing.tiny_base.pretraining_text`: the toy corpus,
+counting, copying and comparing numbers; no arithmetic task), so it knows the digits and text with numbers but none of
+the harness's tasks. Model and tokenizer are saved with ``save_pretrained`` into one directory, which is what
 ``python -m eval_harness run --experiments adapter --base DIR`` loads (``AutoModelForCausalLM`` /
 ``AutoTokenizer``). Next to them, ``eval_harness_base.json`` records the settings, the parameter count, the loss
 on held-out generated text, how often the base completes fresh copy / count / compare probes (`skills`: what it
@@ -18,8 +18,8 @@ Defaults (`DEFAULT`): width 192, 3 layers (6 heads), 1,500 steps of 32 lines: 1.
 count 72%, larger 10% (a width-128, 2-layer base with the same steps: 2 min CPU, loss 1.98, copy 20-30%, count
 ~50%, larger 3-8%; 3,000 steps of that one did not help). The cpu-small adapter table on it (5 methods, 3,200 examples,
 15 epochs) took 9.5 min with ``--threads 1`` (3 epochs: 2 min). Since the quick start's base is pretrained with EOS
-(`numadapter.app.quickstart.build_tiny_base`), the same defaults and seed measured: 279 s of process CPU time (wall 9.6
-min at load 3-7), held-out loss 2.036, probes answered: copy 12%, count 22%, larger 2%.
+(`numadapter.testing.tiny_base.build_tiny_base`), the same defaults and seed measured: 279 s of process CPU time (wall
+9.6 min at load 3-7), held-out loss 2.036, probes answered: copy 12%, count 22%, larger 2%.
 """
 
 from __future__ import annotations
@@ -102,8 +102,8 @@ def heldout_loss(model: Any, tokenizer: Any, seed: int, lines: int = HELDOUT_LIN
     """
     import torch
 
-    from numadapter.app.quickstart import pretraining_text
-    from numadapter.app.toy import corpus
+    from numadapter.testing.tiny_base import pretraining_text
+    from numadapter.testing.toy import corpus
 
     rng = random.Random(f"heldout|{seed}")
     source = corpus(500, seed=seed + 10_000)
@@ -121,7 +121,7 @@ def heldout_loss(model: Any, tokenizer: Any, seed: int, lines: int = HELDOUT_LIN
 def skills(model: Any, tokenizer: Any, seed: int, n: int = SKILL_PROBES) -> dict[str, float]:
     """Share of `n` fresh 1-4 digit probes the base completes exactly (greedy) per pretraining skill.
 
-    Skills, as in `numadapter.app.quickstart.pretraining_text`: ``copy`` ("Copy 4821 =" -> " 4821"), ``count``
+    Skills, as in `numadapter.testing.tiny_base.pretraining_text`: ``copy`` ("Copy 4821 =" -> " 4821"), ``count``
     ("Count: 17 18 19" -> " 20") and ``larger`` ("The larger of 512 and 96 is" -> " 512"). A completion counts when
     it starts with the expected number and no further digit follows it. A random-init model scores about 0.
 
@@ -181,7 +181,7 @@ def pretrain_base(
     """
     import torch
 
-    from numadapter.app.quickstart import FULL, build_tiny_base
+    from numadapter.testing.tiny_base import FULL, build_tiny_base
 
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"`seed` must be a non-negative int, got {seed!r} (CLI: --seed).")

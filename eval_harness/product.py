@@ -1,13 +1,13 @@
 """Training and prediction through numadapter's public path (``RunSpec.train_path="product"``, CLI ``--train-path
 product``), for numadapter methods and ``lora``, in both regimes.
 
-The harness's own loop (`eval_harness.runner`) feeds tensors from its own encoder (`eval_harness.methods.encode`).
+The harness's own loop (`eval_harness.runner`) feeds tensors from its own encoder (`eval_harness.arms.encode`).
 This path is what a user runs instead: the examples become a `datasets.Dataset` of ``{"prompt", "completion"}``
 (completion = ``sep + target``), `numadapter.NumberSFTTrainer` prepares them with the run's `numadapter.
 NumberTokenizer` and batches them with `numadapter.NumberDataCollator`, and `numadapter.generate` answers the test
-prompts. The model, its init and the data are the run's (`eval_harness.methods.models.build`): from scratch every
+prompts. The model, its init and the data are the run's (`eval_harness.arms.models.build`): from scratch every
 parameter trains; on a pretrained base (``regime="adapter"``) the base stays frozen and the trainer updates LoRA and
-the number modules only. ``lora`` (LoRA alone) is numadapter's plain LoRA here (`eval_harness.methods.Method.
+the number modules only. ``lora`` (LoRA alone) is numadapter's plain LoRA here (`eval_harness.arms.Method.
 product_adapter`: ``encoding="digits"``, no [AGG], no NTL, EOS rows frozen; on a base whose tokenizer has one token
 per digit, as the harness's pretrained bases, its data are the harness loop's token for token). Everything used is
 numadapter's public API (``numadapter.__all__``). The budget is mapped onto a `trl.SFTConfig` as far as it goes:
@@ -33,7 +33,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from eval_harness.methods.predict import Predictions
+from eval_harness.arms.predict import Predictions
 from eval_harness.tasks.base import Example
 
 TRAIN_PATHS = ("harness", "product")

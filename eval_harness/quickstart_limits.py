@@ -1,7 +1,7 @@
 """What limits the quick start: FoNE addition through the product path, from a pretrained or a random base.
 
 Trains a FoNE adapter with `numadapter.NumberSFTTrainer` (its data preparation, collator and the model's own loss) on
-the quick start's task (3-4 digit addition, `numadapter.app.quickstart.addition_examples`) and scores held-out answers
+the quick start's task (3-4 digit addition, `numadapter.data.arithmetic.addition_examples`) and scores held-out answers
 with `numadapter.generate` (exact match of the whole completion: the number, then EOS), at a few points of the run.
 It also prints the attention entropy of every head at the answer position of the base (a pretrained tiny base looks
 almost only at the previous or the start token there; a random one looks everywhere).
@@ -50,7 +50,7 @@ def _random_base(spec: str, out: str) -> str:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from numadapter.app.toy import build_tokenizer
+    from numadapter.testing.toy import build_tokenizer
 
     hidden, intermediate, layers = (int(x) for x in spec.split(","))
     tokenizer = build_tokenizer("digits", out)
@@ -65,7 +65,7 @@ def _random_base(spec: str, out: str) -> str:
 
 
 def _pretrained_base(spec: str, out: str) -> str:
-    from numadapter.app.quickstart import FULL, TinySpec, build_tiny_base
+    from numadapter.testing.tiny_base import FULL, TinySpec, build_tiny_base
 
     hidden, intermediate, layers, steps = (int(x) for x in spec.split(","))
     sizes = dict(hidden=hidden, intermediate=intermediate, layers=layers, pretrain_steps=steps)
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> None:
     source.add_argument("--random", help="hidden,intermediate,layers of a random-init Llama")
     source.add_argument(
         "--pretrain", metavar="H,I,L,STEPS", help="a Llama of hidden,intermediate,layers pretrained for STEPS steps "
-        "the quick start's way (numadapter.app.quickstart.build_tiny_base: its text, no addition, seed 0)"
+        "the quick start's way (numadapter.testing.tiny_base.build_tiny_base: its text, no addition, seed 0)"
     )  # fmt: skip
     parser.add_argument("--steps", type=int, default=1200)
     parser.add_argument("--lr", type=float, default=3e-3)
@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> None:
     from trl import SFTConfig
 
     import numadapter
-    from numadapter.app.quickstart import addition_examples
+    from numadapter.data.arithmetic import addition_examples
 
     torch.set_num_threads(1)
     datasets.disable_progress_bars()

@@ -15,9 +15,9 @@ from typing import Any
 import torch
 
 from eval_harness import metrics as M
-from eval_harness.methods.encode import numbers_of
-from eval_harness.methods.models import Built
-from eval_harness.methods.predict import Predictions
+from eval_harness.arms.encode import numbers_of
+from eval_harness.arms.models import Built
+from eval_harness.arms.predict import Predictions
 from eval_harness.tasks.base import Example, canonical_number
 
 RESULT_SCHEMA = "eval_harness.result/1"

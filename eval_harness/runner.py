@@ -11,7 +11,7 @@ Training loop (the same for every method): AdamW, gradient clipping at 1.0, line
 (or a constant rate), batches trimmed to their longest sequence. The loss is the model's own: transformers' token
 cross-entropy for plain methods, numadapter's ``CE + number-head loss (+ NTL) (+ aggregate loss)`` for the others.
 Epoch times cover forward, backward and optimizer steps only (no evaluation), with a device synchronisation
-before each clock read. Test time covers prediction over the test split (see `eval_harness.methods.predict`).
+before each clock read. Test time covers prediction over the test split (see `eval_harness.arms.predict`).
 
 Each result file (``<out>/<experiment>/<method>-n<train>-m<size>-s<seed>.json``) holds the full configuration and
 seed, the method, parameter counts, data statistics (tokens per number, sequence lengths), the metrics of
@@ -41,10 +41,10 @@ from tqdm.auto import tqdm
 
 from eval_harness import metrics as M
 from eval_harness import records as R
-from eval_harness.methods import Method, get_method
-from eval_harness.methods.encode import EncodedSet, number_places, numbers_of
-from eval_harness.methods.models import TABLE6, Built, LoraSettings, build
-from eval_harness.methods.predict import TRAIN_FORMATS, Predictions, predict, train_format
+from eval_harness.arms import Method, get_method
+from eval_harness.arms.encode import EncodedSet, number_places, numbers_of
+from eval_harness.arms.models import TABLE6, Built, LoraSettings, build
+from eval_harness.arms.predict import TRAIN_FORMATS, Predictions, predict, train_format
 from eval_harness.product import TRAIN_PATHS, predict_product, train_product
 from eval_harness.tasks import get_task
 from eval_harness.tasks.base import Example
@@ -61,7 +61,7 @@ class RunSpec:
         preset: the preset it comes from (or "custom").
         experiment: the experiment (table) name, e.g. "data_size".
         task: the task name (`eval_harness.tasks`).
-        method: the method name (`eval_harness.methods`).
+        method: the method name (`eval_harness.arms`).
         train_size: training examples (the first `train_size` of the task's train split: nested subsets).
         regime: "scratch" or "adapter".
         model_size: FoNE Table 6 size 1-6 (scratch).
@@ -92,7 +92,7 @@ class RunSpec:
         train_format: "auto" (a head-read method whose every training answer is one [NUM] trains on the prompts
             alone, the head at the last prompt position on the answer, as the FoNE paper trains; the rest on prompt
             + answer + eos) or "sequence" (every method on prompt + answer + eos);
-            `eval_harness.methods.predict.train_format`.
+            `eval_harness.arms.predict.train_format`.
         train_path: "harness" (this module's loop and prediction paths) or "product" (numadapter methods, and
             ``lora`` as numadapter's plain LoRA (`Method.product_adapter`): `numadapter.NumberSFTTrainer` trains,
             `numadapter.generate` predicts; `eval_harness.product`). Product runs train one after another, not in

@@ -95,7 +95,7 @@ def task_rows(task: str, n: int, seed: int, exclude: set[str] | None = None) -> 
     ``addition``: the quick start's ``"a + b ="``; ``subtraction``: ``"a - b ="`` with ``a >= b``, so the answer is a
     non-negative integer (`numadapter.app.quickstart.arithmetic_examples`).
     """
-    from numadapter.app.quickstart import arithmetic_examples
+    from numadapter.data.arithmetic import arithmetic_examples
 
     operators = {"addition": "+", "subtraction": "-"}
     if task not in operators:

@@ -21,7 +21,7 @@ Public API (everything else lives in submodules):
 The package is imported lazily (PEP 562): ``import numadapter`` loads none of torch, transformers, PEFT, TRL,
 DeepSpeed or bitsandbytes; each public name imports its module on first use, and ``numadapter.<submodule>`` works
 as an attribute too. Registration with PEFT still happens before any PEFT model is built or loaded: it runs as soon
-as PEFT is imported, by anyone (`numadapter.tuner.import_hook`).
+as PEFT is imported, by anyone (`numadapter.tuner.peft_import_hook`).
 """
 
 from __future__ import annotations
@@ -30,26 +30,22 @@ import importlib
 import importlib.util
 from typing import TYPE_CHECKING, Any
 
-from numadapter.tuner import import_hook
+from numadapter.tuner import peft_import_hook
 
 if TYPE_CHECKING:  # what the lazy names resolve to, for type checkers and IDEs
     from numadapter.checkpoints import convert_gguf, smollm2_path
     from numadapter.config import NumberAdapterConfig
     from numadapter.data import prepare_dataset
     from numadapter.data.collator import NumberDataCollator
-    from numadapter.encodings import (
-        AggregateEmbedding,
-        FoNEEmbedding,
-        XValEmbedding,
-        aggregation_weights,
-        fone_decode,
-        fone_features,
-    )
     from numadapter.evaluation import AnswerMetrics
     from numadapter.export import export_merged, load_exported
     from numadapter.generation import NumberGenerationOutput, generate
-    from numadapter.heads import FoNEDigitHead, RegressionHead
     from numadapter.mapping import get_peft_model
+    from numadapter.methods.aggregate.embedding import AggregateEmbedding, aggregation_weights
+    from numadapter.methods.fone.embedding import FoNEEmbedding, fone_decode, fone_features
+    from numadapter.methods.fone.head import FoNEDigitHead
+    from numadapter.methods.xval.embedding import XValEmbedding
+    from numadapter.methods.xval.head import RegressionHead
     from numadapter.ntl import NTLoss
     from numadapter.numbers import ExactNumber, NumberOutOfRangeError, NumberSpan, find_numbers
     from numadapter.tokenization import NumberTokenizer
@@ -66,18 +62,18 @@ _LAZY: dict[str, str] = {
     "NumberDataCollator": "numadapter.data.collator",
     "NumberAdapterConfig": "numadapter.config",
     "prepare_dataset": "numadapter.data",
-    "AggregateEmbedding": "numadapter.encodings",
-    "FoNEEmbedding": "numadapter.encodings",
-    "XValEmbedding": "numadapter.encodings",
-    "aggregation_weights": "numadapter.encodings",
-    "fone_decode": "numadapter.encodings",
-    "fone_features": "numadapter.encodings",
+    "AggregateEmbedding": "numadapter.methods.aggregate.embedding",
+    "FoNEEmbedding": "numadapter.methods.fone.embedding",
+    "XValEmbedding": "numadapter.methods.xval.embedding",
+    "aggregation_weights": "numadapter.methods.aggregate.embedding",
+    "fone_decode": "numadapter.methods.fone.embedding",
+    "fone_features": "numadapter.methods.fone.embedding",
     "export_merged": "numadapter.export",
     "load_exported": "numadapter.export",
     "NumberGenerationOutput": "numadapter.generation",
     "generate": "numadapter.generation",
-    "FoNEDigitHead": "numadapter.heads",
-    "RegressionHead": "numadapter.heads",
+    "FoNEDigitHead": "numadapter.methods.fone.head",
+    "RegressionHead": "numadapter.methods.xval.head",
     "get_peft_model": "numadapter.mapping",
     "smollm2_path": "numadapter.checkpoints",
     "convert_gguf": "numadapter.checkpoints",
@@ -141,4 +137,4 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
 
-import_hook.install()  # register with PEFT now if it is imported, else as soon as it is
+peft_import_hook.install()  # register with PEFT now if it is imported, else as soon as it is

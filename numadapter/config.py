@@ -15,6 +15,7 @@ from typing import Literal
 from peft import LoraConfig
 
 from numadapter.methods.registry import BUILTIN, get_method, known_methods, unknown_encoding_message
+from numadapter.ntl.vocab import KINDS as NTL_KINDS
 from numadapter.numbers import find_numbers
 from numadapter.tuner.peft_type import config_peft_type
 
@@ -24,7 +25,6 @@ FONE_HEAD_TARGETS = ("digit", "feature")
 SIGN_POLICIES = ("text", "feature")
 OUT_OF_RANGE_POLICIES = ("text", "error")
 XVAL_FORMS = ("auto", "affine", "multiplicative")
-NTL_KINDS = ("was", "was-cdf", "mse", "mae", "huber", "gce")
 GCE_FORMS = ("replace", "add")
 NTL_LEVELS = ("token", "number")
 
@@ -124,7 +124,7 @@ class NumberAdapterConfig(LoraConfig):
             whose embedding is the weighted digit aggregate (digit-aggregation paper, eq. 1). Eq. 1 is built for
             integers and ignores the decimal point: 12.5, 125 and 1.25 get the same [AGG] aggregate, and the
             auxiliary loss (`aggregate_loss_lambda` < 1) scores "12.5" as two numbers, "12" and "5" (see
-            `numadapter.encodings.aggregate`).
+            `numadapter.methods.aggregate.embedding`).
         sign_policy (`str`, defaults to `"text"`): `"text"`: a minus sign stays an ordinary text token before
             [NUM] and [NUM] carries |x| (exact, no extra parameters). `"feature"`: the sign belongs to the number
             ([NUM] carries x, the features get a sign component and the head predicts the sign). For xVal use
@@ -143,7 +143,7 @@ class NumberAdapterConfig(LoraConfig):
             every base, but `FoNEDigitHead` has one 2-vector per place scored against base 10 only, so extra
             bases would reach the input embedding and never the head (input and output would disagree). Any
             other value raises a `ValueError` that says to set `fone_bases=[10]`. The features themselves
-            (`numadapter.encodings.fone.fone_features(..., bases=...)`) still take any bases.
+            (`numadapter.methods.fone.embedding.fone_features(..., bases=...)`) still take any bases.
         fone_projection (`str`, defaults to `"linear"`): `"linear"`: a learned projection from the features to
             the model width, added to the [NUM] embedding (default for pretrained models). `"pad"`: the features
             are zero-padded to the model width and added (paper, Algorithm 1).
@@ -183,7 +183,7 @@ class NumberAdapterConfig(LoraConfig):
             those and multiplicative otherwise.
         xval_center (`float`, defaults to 0.0): subtracted from every value before scaling.
         xval_scale (`float`, defaults to 1.0): values are divided by this after centering; fit both from data with
-            `numadapter.encodings.xval.fit_normalization`.
+            `numadapter.methods.xval.embedding.fit_normalization`.
         xval_clip (`float`, defaults to 5.0): normalised values are clipped to [-xval_clip, xval_clip] (the paper
             keeps them in [-5, 5]). Values beyond it follow `out_of_range`.
         xval_head_hidden (`int | None`, defaults to 32): hidden width of the regression MLP. `None` uses the model

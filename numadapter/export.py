@@ -50,13 +50,14 @@ from typing import Any
 import torch
 from torch import nn
 
-from numadapter.wire import check_tokenizer_matches
+from numadapter.checkpoints import float_dtypes, resolve_dtype
+from numadapter.tokenization.matching import check_tokenizer_matches
 
 NUMBER_CONFIG_NAME = "number_config.json"
 NUMBER_MODULES_NAME = "number_modules.safetensors"
 FORMAT = "numadapter-merged"
 FORMAT_VERSION = 1
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DTYPES = float_dtypes()
 
 
 def number_fields() -> list[str]:
@@ -67,17 +68,6 @@ def number_fields() -> list[str]:
 
     lora = {f.name for f in dataclasses.fields(LoraConfig)}
     return [f.name for f in dataclasses.fields(NumberAdapterConfig) if f.name not in lora]
-
-
-def resolve_dtype(dtype: str | torch.dtype | None, name: str = "dtype") -> torch.dtype | None:
-    """``"bfloat16"`` / ``torch.bfloat16`` -> ``torch.bfloat16``; None stays None; anything else: `ValueError`."""
-    if dtype is None or dtype == "auto":
-        return None
-    if isinstance(dtype, torch.dtype) and dtype in DTYPES.values():
-        return dtype
-    if isinstance(dtype, str) and dtype.removeprefix("torch.") in DTYPES:
-        return DTYPES[dtype.removeprefix("torch.")]
-    raise ValueError(f"`{name}` must be one of {list(DTYPES)} or None, got {dtype!r}.")
 
 
 def _adapter(model: Any) -> tuple[Any, str, Any]:

@@ -27,9 +27,9 @@ from torch import nn
 
 from numadapter.config import NumberAdapterConfig
 from numadapter.integrations.deepspeed_zero import matrix_shape
+from numadapter.tokenization.matching import check_tokenizer_matches
 from numadapter.tuner.patches import base_weight, detect_architecture
 from numadapter.tuner.registration import register
-from numadapter.wire import check_tokenizer_matches
 
 DIGITS = "0123456789"
 

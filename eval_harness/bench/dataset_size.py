@@ -3,10 +3,10 @@
 The data is the ``data_size`` experiment's (6-digit decimal addition, ``fone_decimal_add_6``, the train split of
 seed 0) as the product path feeds it (`eval_harness.product.product_dataset`: ``prompt`` / ``completion``), prepared
 with `numadapter.prepare_dataset` and the number tokenizer of each method (the from-scratch digits tokenizer, the
-task's digit places). "sparse" is what `prepare_dataset` stores (`numadapter.wire`: ``number_positions`` ``[N]``,
+task's digit places). "sparse" is what `prepare_dataset` stores (`numadapter.schema`: ``number_positions`` ``[N]``,
 ``number_digits`` ``[N, P]`` int8, ...); "dense" is the same rows in numadapter 0.1.0's per-token form
 (``num_mask``, ``num_digits`` ``[T, P]``, ``num_sign``, ``num_values``, ``number_group``, with the types `datasets`
-infers for them, as 0.1.0 wrote them), rebuilt by the collator's own densification (`numadapter.wire.dense_rows`),
+infers for them, as 0.1.0 wrote them), rebuilt by the collator's own densification (`numadapter.schema.dense_rows`),
 which gives both forms the same batches (``tests/numadapter/data/test_sparse_rows.py``).
 
 Sizes: the bytes of the Arrow table (``Dataset.data.nbytes``), of ``Dataset.save_to_disk``, and of the number columns
@@ -33,9 +33,9 @@ def number_tokenizer(method_name: str, examples: list, workdir: str) -> Any:
     """The method's `NumberTokenizer` as the harness builds it from scratch (`eval_harness.runner`: digits
     tokenizer, the task's places, xVal's normalisation fitted on the training numbers)."""
     from eval_harness import metrics
-    from eval_harness.methods import get_method
-    from eval_harness.methods.encode import number_places, numbers_of
-    from eval_harness.methods.models import _number_config, scratch_tokenizer
+    from eval_harness.arms import get_method
+    from eval_harness.arms.encode import number_places, numbers_of
+    from eval_harness.arms.models import _number_config, scratch_tokenizer
     from numadapter import NumberTokenizer
 
     method = get_method(method_name)
@@ -49,7 +49,7 @@ def dense_dataset(prepared: Any, places: int) -> Any:
     """`prepared` (sparse rows) in 0.1.0's dense per-token columns, types inferred by `datasets` as 0.1.0's were."""
     import datasets
 
-    from numadapter.wire import SPAN_FIELD, SPARSE_FIELDS, dense_rows
+    from numadapter.schema import SPAN_FIELD, SPARSE_FIELDS, dense_rows
 
     rows = []
     for i, example in enumerate(prepared):
@@ -73,7 +73,7 @@ def measure(method_name: str, examples: list, workdir: str) -> dict[str, Any]:
     """Both forms' sizes for one method."""
     from eval_harness.product import product_dataset
     from numadapter import prepare_dataset
-    from numadapter.wire import SPAN_FIELD, SPARSE_FIELDS
+    from numadapter.schema import SPAN_FIELD, SPARSE_FIELDS
 
     ntok = number_tokenizer(method_name, examples, workdir)
     prepared = prepare_dataset(product_dataset(examples), ntok)

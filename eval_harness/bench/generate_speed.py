@@ -19,7 +19,7 @@ run produces exactly the same number of tokens), text in and text out on every s
   numadapter's whole per-token overhead over plain transformers generation with the adapter's weights merged.
 
 Models are random-init Llama-shaped (``--sizes``, default a tiny 64-wide 2-layer model, which is overhead-dominated,
-and a 512-wide 4-layer one) with the local byte-level BPE of `numadapter.app.toy`. Each repetition runs every side
+and a 512-wide 4-layer one) with the local byte-level BPE of `numadapter.testing.toy`. Each repetition runs every side
 once, in rotating order, so drifts in machine load hit all alike; reported are per-token medians and the median of the
 per-repetition ratios. The generated ids of ``numadapter`` and ``hf_adapted`` are checked to be equal.
 
@@ -59,7 +59,7 @@ def build(hidden: int, layers: int, encoding: str, rank: int, tokenizer_dir: str
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from numadapter import NumberAdapterConfig, NumberTokenizer, get_peft_model
-    from numadapter.app.toy import build_tokenizer
+    from numadapter.testing.toy import build_tokenizer
 
     tokenizer = build_tokenizer("digits", tokenizer_dir, padding_side="left")
     heads = max(1, hidden // 64)

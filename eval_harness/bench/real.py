@@ -2,7 +2,7 @@
 comparisons, each pair measured side by side in one run.
 
 Data: the quick start's task (harness task ``quickstart_add``: ``"1234 + 567 ="`` -> ``" 1801"``). Models: the
-harness's adapter regime (`eval_harness.methods.models.build`): the base frozen, LoRA r=16 (alpha 32) on the seven
+harness's adapter regime (`eval_harness.arms.models.build`): the base frozen, LoRA r=16 (alpha 32) on the seven
 projections of every layer; ``fone`` is FoNE + that LoRA (numadapter), ``lora`` PEFT's LoRA alone on the
 checkpoint's own digit tokens (one token per digit).
 
@@ -66,8 +66,8 @@ def _ratio(times: dict[str, list[float]], mine: str, theirs: str) -> float:
 
 def build_side(name: str, base: str, workdir: str, places: tuple[int, int], seed: int = 0) -> Any:
     """The harness's adapter-regime build of method `name` (``"lora"`` or ``"fone"``) on `base` (a `Built`)."""
-    from eval_harness.methods import get_method
-    from eval_harness.methods.models import build
+    from eval_harness.arms import get_method
+    from eval_harness.arms.models import build
 
     return build(get_method(name), "adapter", workdir=workdir, seed=seed, places=places, base_path=base)
 
@@ -165,13 +165,13 @@ def run(
         ``setup``; ``train_step``, ``epoch``, ``generate``, ``memory`` (each with its medians and ``ratio``); and
         ``ratios``: the four headline ratios (numadapter side / plain side, digits / FoNE for the epoch).
     """
+    from eval_harness.arms import get_method
+    from eval_harness.arms.encode import number_places
+    from eval_harness.arms.models import load_base
+    from eval_harness.arms.predict import train_format
     from eval_harness.bench.generate_speed import PROMPTS
     from eval_harness.bench.train_step import count_flops
     from eval_harness.bench.train_throughput import _feed, _trainer
-    from eval_harness.methods import get_method
-    from eval_harness.methods.encode import number_places
-    from eval_harness.methods.models import load_base
-    from eval_harness.methods.predict import train_format
     from eval_harness.tasks import get_task
 
     if clock not in ("wall", "thread"):

@@ -13,7 +13,7 @@ offline, so this benchmark counts tokens on a seeded corpus of generated numeric
 
 Three schemes count the tokens of the same tables (no special tokens):
 
-- ``digits``: the digit-wise tokenizer of the harness (`numadapter.app.toy` "digits": one token per digit);
+- ``digits``: the digit-wise tokenizer of the harness (`numadapter.testing.toy` "digits": one token per digit);
 - ``subword``: the harness's Llama-3-style subword tokenizer (Llama 3's split regex, digit runs cut left to right
   into groups of up to 3, every group one token: "2019" -> "201" "9");
 - ``fone``: `NumberTokenizer` (``encoding="fone"``) over the digits tokenizer: one ``[NUM]`` per number (xVal
@@ -111,7 +111,7 @@ def table_places(tables: list[str]) -> tuple[int, int]:
 
 def build_encoders(workdir: str, sign_policy: str = "text", places: tuple[int, int] = (8, 4)) -> dict[str, Any]:
     """The three encoders (callables like a tokenizer), the FoNE one a `NumberTokenizer` over the digits tokenizer."""
-    from eval_harness.methods.models import scratch_tokenizer
+    from eval_harness.arms.models import scratch_tokenizer
     from numadapter import NumberAdapterConfig, NumberTokenizer
 
     digits = scratch_tokenizer("digits", f"{workdir}/digits")

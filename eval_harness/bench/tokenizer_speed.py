@@ -22,7 +22,7 @@ import time
 from typing import Any
 
 from eval_harness.bench.common import write_json
-from numadapter.app.toy import WORDS, random_number
+from numadapter.testing.toy import WORDS, random_number
 
 
 def make_corpus(n_texts: int = 2000, words_per_text: int = 80, number_share: float = 0.25, seed: int = 0) -> list[str]:
@@ -38,11 +38,11 @@ def make_corpus(n_texts: int = 2000, words_per_text: int = 80, number_share: flo
 
 
 def train_tokenizer(vocab_size: int = 8000, seed: int = 1) -> Any:
-    """numadapter.app.toy's Llama-3-like byte-level BPE, trained offline on a separate corpus sample."""
+    """numadapter.testing.toy's Llama-3-like byte-level BPE, trained offline on a separate corpus sample."""
     from transformers import PreTrainedTokenizerFast
 
-    from numadapter.app.toy import CONFIGS
-    from numadapter.app.toy import train_tokenizer as train
+    from numadapter.testing.toy import CONFIGS
+    from numadapter.testing.toy import train_tokenizer as train
 
     spec = CONFIGS["llama3"]
     tok = train("llama3", vocab_size=vocab_size, lines=make_corpus(3000, seed=seed))

@@ -2,7 +2,7 @@
 
 FoNE paper (Zhou et al.), Table 1: one token per number makes an epoch faster (decimal addition: 318 s FoNE,
 1148 s digit-wise, 646 s subword per epoch; digit-wise / FoNE = 3.6). This benchmark measures the same point with
-the harness's own machinery (`eval_harness.methods.models.build`, `Codec.encode`, `EncodedSet.batch`), so the
+the harness's own machinery (`eval_harness.arms.models.build`, `Codec.encode`, `EncodedSet.batch`), so the
 models, tokenizers and losses are those of ``python -m eval_harness`` runs:
 
 - every method gets the same training examples of one task (default ``fone_decimal_add_6``: ``"123.456+7.891="``),
@@ -10,7 +10,7 @@ models, tokenizers and losses are those of ``python -m eval_harness`` runs:
   the same batch size and the same fixed sequence of batches (``steps`` batches, the same examples per step);
 - a training step is the runner's: forward with the model's own loss (token CE; FoNE adds its digit-head loss),
   backward, gradient clipping at 1.0, AdamW step, ``zero_grad``; batches are trimmed to their longest sequence;
-- each method is fed as the runner feeds it (`eval_harness.methods.predict.train_format`): FoNE / xVal, whose
+- each method is fed as the runner feeds it (`eval_harness.arms.predict.train_format`): FoNE / xVal, whose
   answers here are one [NUM] read by the head at "=", train on the prompts alone (``"[a]+[b]="``, the head at the
   last position on the answer: the FoNE paper's own format), digit-wise and subword on prompt + answer + eos
   (teacher forcing needs every answer token fed). ``--train-format sequence`` feeds every method prompt + answer +
@@ -50,8 +50,8 @@ from typing import Any
 
 import torch
 
+from eval_harness.arms import get_method
 from eval_harness.bench.common import write_json
-from eval_harness.methods import get_method
 
 DEFAULT_METHODS = ("fone", "digits", "subword")
 
@@ -117,10 +117,10 @@ def prepare(
         "seq_len_mean", "params", "train_format"}}}``; a method trained in the head format also has ``"sequence"``
         (its batches and counts in the sequence format).
     """
-    from eval_harness.methods import get_method
-    from eval_harness.methods.encode import number_places, numbers_of
-    from eval_harness.methods.models import TABLE6, build
-    from eval_harness.methods.predict import train_format
+    from eval_harness.arms import get_method
+    from eval_harness.arms.encode import number_places, numbers_of
+    from eval_harness.arms.models import TABLE6, build
+    from eval_harness.arms.predict import train_format
     from eval_harness.metrics import target_value
     from eval_harness.tasks import get_task
 

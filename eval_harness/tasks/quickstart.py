@@ -1,5 +1,5 @@
 """The quick start's task: 3-4 digit integer addition written ``"1234 + 567 ="`` -> ``" 1801"`` (`numadapter
-quickstart`, `numadapter.app.quickstart.addition_examples`), as a harness task, so that the methods can be compared
+quickstart`, `numadapter.data.arithmetic.addition_examples`), as a harness task, so that the methods can be compared
 on it (preset ``pretrained``, `eval_harness.presets`).
 
 Each operand first draws its digit count uniformly from [3, 4], then a value with exactly that many digits (as the
@@ -37,7 +37,7 @@ class QuickstartAdditionTask(Task):
     n_test: int = 1000
     description: str = "3-4 digit integer addition 'a + b =' -> ' a+b', the quick start's task (numadapter quickstart)"
     metrics: tuple[str, ...] = ("exact_match", "mae")
-    source: str = "numadapter quick start (numadapter.app.quickstart.addition_examples)"
+    source: str = "numadapter quick start (numadapter.data.arithmetic.addition_examples)"
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_digits <= self.max_digits:

@@ -6,12 +6,11 @@
   ``Seq2SeqTrainingArguments``) plus model / data / eval / export settings; `RecipeError`.
 - `commands`: what ``numadapter train | eval | export`` run: recipe -> base model, data, trainer, metrics, export.
 - `hub`: before loading a model named in a recipe: is it local, cached or reachable (one clear error).
-- `quickstart`: the offline demo (``numadapter quickstart``): tiny base, FoNE + LoRA against LoRA only.
-- `toy`: small local tokenizers and a corpus with numbers, trained offline, shared by the demo, the benchmarks and
-  the tests.
+- `quickstart`: the offline demo (``numadapter quickstart``): FoNE + LoRA against LoRA only.
+
+The toy tokenizers and tiny bases are the test kit `numadapter.testing`, the quick start's data
+`numadapter.data.arithmetic`.
 
 The library (every other module of `numadapter`) never imports this package
-(``tests/numadapter/test_import_graph.py``). The old module paths (``numadapter.cli``, ``numadapter.recipe``,
-``numadapter.train``, ``numadapter.quickstart``, ``numadapter.toy``, ``numadapter.hub``) still import, as thin modules
-that point here. This file imports nothing, so ``numadapter --help`` stays light.
+(``tests/numadapter/test_import_graph.py``). This file imports nothing, so ``numadapter --help`` stays light.
 """

@@ -158,7 +158,7 @@ def tour(text: str = DEMO_TEXT, out: str | None = None, print_fn=print) -> dict[
     import math
 
     from numadapter import NumberAdapterConfig, NumberTokenizer, find_numbers, fone_decode, fone_features
-    from numadapter.app.toy import build_tokenizer
+    from numadapter.testing.toy import build_tokenizer
 
     with tempfile.TemporaryDirectory() as tmp:
         base = build_tokenizer("llama3", out or tmp)

@@ -68,7 +68,7 @@ def load_base_model(settings: ModelSettings, seq2seq: bool) -> Any:
     import torch
     from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
-    from numadapter.export import resolve_dtype
+    from numadapter.checkpoints import resolve_dtype
 
     auto = AutoModelForSeq2SeqLM if seq2seq else AutoModelForCausalLM
     dtype = resolve_dtype(settings.dtype, "model.dtype")
@@ -141,7 +141,7 @@ def load_data(settings: DataSettings, split: str) -> Any:
         if source is None:
             return None
     if source.startswith(SYNTHETIC_PREFIX):
-        from numadapter.app.quickstart import addition_examples
+        from numadapter.data.arithmetic import addition_examples
 
         count = settings.synthetic_examples if split == "train" else settings.synthetic_eval_examples
         seed = settings.seed if split == "train" else settings.seed + 1_000_003

@@ -26,117 +26,18 @@ computed from them. Progress bars show the scoring and the training.
 from __future__ import annotations
 
 import os
-import random
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from numadapter.data.arithmetic import addition_examples
+from numadapter.testing.tiny_base import TINY, TinySpec, build_tiny_base
+
 PrintFn = Callable[[str], None]
 
-__all__ = [
-    "FULL",
-    "REAL",
-    "TINY",
-    "TinySpec",
-    "addition_examples",
-    "arithmetic_examples",
-    "build_tiny_base",
-    "pretraining_text",
-    "run_quickstart",
-]
-
-
-def _operand(rng: random.Random, min_digits: int, max_digits: int) -> int:
-    digits = rng.randint(min_digits, max_digits)
-    return rng.randrange(10 ** (digits - 1), 10**digits)
-
-
-def addition_examples(
-    n: int, min_digits: int = 3, max_digits: int = 4, seed: int = 0, exclude: set[str] | None = None
-) -> list[dict[str, str]]:
-    """`n` prompt/completion pairs ``{"prompt": "1234 + 567 =", "completion": " 1801"}`` (seeded, exact integers).
-
-    `arithmetic_examples` with ``operator="+"``; see there for the arguments.
-    """
-    return arithmetic_examples(n, "+", min_digits, max_digits, seed, exclude)
-
-
-def arithmetic_examples(
-    n: int,
-    operator: str = "+",
-    min_digits: int = 3,
-    max_digits: int = 4,
-    seed: int = 0,
-    exclude: set[str] | None = None,
-) -> list[dict[str, str]]:
-    """`n` prompt/completion pairs ``"a + b ="`` -> ``" a+b"`` or ``"a - b ="`` -> ``" a-b"`` (seeded, exact).
-
-    Each operand first draws its digit count uniformly from [min_digits, max_digits], then a value with exactly that
-    many digits, so short and long operands are equally common. For ``"-"`` the larger operand comes first, so the
-    answer is never negative. Both operators draw the same operands for the same seed.
-
-    Args:
-        n: number of examples.
-        operator: ``"+"`` or ``"-"``.
-        min_digits, max_digits: operand digit counts (1 <= min_digits <= max_digits).
-        seed: seed of the generator.
-        exclude: prompts to skip (e.g. the training prompts, for a disjoint held-out set).
-
-    Returns:
-        The examples, in generation order.
-    """
-    if not 1 <= min_digits <= max_digits:
-        raise ValueError(f"need 1 <= min_digits <= max_digits, got min_digits={min_digits}, max_digits={max_digits}.")
-    if n < 0:
-        raise ValueError(f"`n` must be >= 0, got {n}.")
-    if operator not in ("+", "-"):
-        raise ValueError(f"`operator` must be '+' or '-', got {operator!r}.")
-    rng = random.Random(seed)
-    rows: list[dict[str, str]] = []
-    while len(rows) < n:
-        a, b = _operand(rng, min_digits, max_digits), _operand(rng, min_digits, max_digits)
-        if operator == "-":
-            a, b = max(a, b), min(a, b)
-        prompt = f"{a} {operator} {b} ="
-        if exclude is not None and prompt in exclude:
-            continue
-        rows.append({"prompt": prompt, "completion": f" {a + b if operator == '+' else a - b}"})
-    return rows
-
-
-def pretraining_text(rng: random.Random, corpus: list[str]) -> str:
-    """One line of the tiny base model's pretraining text: corpus, counting, copying or comparing (no addition)."""
-    kind = rng.randrange(5)
-    a = rng.randrange(1, 10000)
-    if kind <= 1:
-        return rng.choice(corpus)
-    if kind == 2:
-        return "Count: " + " ".join(str(a + i) for i in range(rng.randrange(3, 7)))
-    if kind == 3:
-        return f"Copy {a} = {a}"
-    b = rng.randrange(1, 10000)
-    return f"The larger of {a} and {b} is {max(a, b)}."
-
-
-@dataclass(frozen=True)
-class TinySpec:
-    """Sizes and schedule of one quickstart mode (the toy base's sizes matter to ``--tiny`` and eval_harness only)."""
-
-    hidden: int
-    layers: int
-    heads: int
-    pretrain_steps: int
-    finetune_steps: int
-    batch_size: int
-    train_examples: int
-    eval_examples: int
-    learning_rate: float
-    rank: int
-    intermediate: int | None = None  # the MLP width; None: 2 * hidden
-    budget_seconds: float | None = None  # per adapter: train for this much wall time (finetune_steps caps it)
-    number_lr_ratio: float = 1.0  # NumberAdapterConfig.number_lr_ratio of the FoNE adapter
+__all__ = ["REAL", "run_quickstart"]
 
 
 # The default: the real checkpoint (numadapter.smollm2_path()), each adapter given the same wall time; the steps
@@ -144,84 +45,6 @@ class TinySpec:
 REAL = TinySpec(hidden=0, layers=0, heads=0, pretrain_steps=0, finetune_steps=5000, batch_size=32,
                 train_examples=8000, eval_examples=200, learning_rate=1e-3, rank=16, budget_seconds=160.0,
                 number_lr_ratio=10.0)  # fmt: skip
-# The toy base's sizes (2 layers, width 64), which eval_harness's probes build with `build_tiny_base`.
-FULL = TinySpec(hidden=64, layers=2, heads=4, pretrain_steps=600, finetune_steps=2000, batch_size=32,
-                train_examples=8000, eval_examples=200, learning_rate=3e-3, rank=16)  # fmt: skip
-TINY = TinySpec(hidden=32, layers=1, heads=2, pretrain_steps=4, finetune_steps=4, batch_size=8,
-                train_examples=32, eval_examples=8, learning_rate=3e-3, rank=4)  # fmt: skip
-
-
-def _pretraining_batch(tokenizer: Any, texts: list[str], eos: bool, max_length: int = 48) -> dict:
-    """Right-padded ``input_ids`` / ``attention_mask`` ``[B, T]`` of `texts`, each ending with EOS when `eos`."""
-    rows = [tokenizer(text)["input_ids"][: max_length - int(eos)] for text in texts]
-    if eos:
-        rows = [row + [tokenizer.eos_token_id] for row in rows]
-    return tokenizer.pad({"input_ids": rows}, padding=True, padding_side="right", return_tensors="pt")
-
-
-def build_tiny_base(
-    path: str, spec: TinySpec, seed: int, print_fn: PrintFn, family: str = "llama", eos: bool = True
-) -> tuple[Any, Any]:
-    """Trains the toy tokenizer, pretrains a tiny Llama (or Granite) on `pretraining_text`, saves both to `path`.
-
-    Args:
-        path: the output directory (model and tokenizer, ``save_pretrained``).
-        spec: sizes and steps (``hidden``, ``layers``, ``heads``, ``pretrain_steps``, ``batch_size`` are used).
-        seed: seed of the init and the text.
-        print_fn: where the progress line goes.
-        family: ``"llama"`` or ``"granite"`` (Granite with its default multipliers of 1).
-        eos: end every pretraining text with EOS, as real checkpoints are trained, so the base knows how to stop.
-            False leaves the EOS rows untrained (the tests use it to show what `train_eos_row` is for).
-
-    Returns:
-        ``(model, tokenizer)`` reloaded from `path` with ``from_pretrained``.
-    """
-    import torch
-    from tqdm.auto import tqdm
-    from transformers import AutoTokenizer, GraniteConfig, GraniteForCausalLM, LlamaConfig, LlamaForCausalLM
-
-    from numadapter.app.toy import build_tokenizer, corpus
-
-    families = {
-        "llama": ("Llama", LlamaConfig, LlamaForCausalLM),
-        "granite": ("Granite", GraniteConfig, GraniteForCausalLM),
-    }
-    if family not in families:
-        raise ValueError(f"`family` must be one of {list(families)}, got {family!r}.")
-    label, config_class, model_class = families[family]
-    tokenizer = build_tokenizer("digits", path)
-    torch.manual_seed(seed)
-    config = config_class(
-        vocab_size=len(tokenizer), hidden_size=spec.hidden, intermediate_size=spec.intermediate or 2 * spec.hidden,
-        num_hidden_layers=spec.layers, num_attention_heads=spec.heads, num_key_value_heads=spec.heads,
-        max_position_embeddings=128, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=False,
-    )  # fmt: skip
-    model = model_class(config)
-    params = sum(p.numel() for p in model.parameters())
-    print_fn(
-        f"Pretraining a tiny {label} ({params / 1e6:.2f}M parameters, {spec.layers} layers, width {spec.hidden}) for "
-        f"{spec.pretrain_steps} steps on generated text with numbers (no addition):"
-    )
-    rng = random.Random(seed)
-    lines = corpus(2000, seed=seed + 1)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1 - step / max(1, spec.pretrain_steps))
-    model.train()
-    bar = tqdm(range(spec.pretrain_steps), desc="pretraining", unit="step")
-    for _ in bar:
-        texts = [pretraining_text(rng, lines) for _ in range(spec.batch_size)]
-        batch = _pretraining_batch(tokenizer, texts, eos)
-        labels = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
-        loss = model(**batch, labels=labels).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        optimizer.zero_grad()
-        bar.set_postfix(loss=f"{loss.item():.3f}")
-    model.save_pretrained(path)
-    return model_class.from_pretrained(path, dtype=torch.float32), AutoTokenizer.from_pretrained(path)
 
 
 @dataclass

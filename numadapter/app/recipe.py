@@ -155,7 +155,7 @@ class DataSettings:
     Each source is a local file (``.jsonl``, ``.json``, ``.csv``, ``.parquet``; a glob such as ``data/*.jsonl``
     works), a local directory (saved with ``Dataset.save_to_disk``, or a folder of such files), a hub dataset name
     (when the network allows), or ``synthetic:addition`` (numadapter's built-in addition task, generated locally,
-    see `numadapter.app.quickstart.addition_examples`). Examples have ``prompt`` + ``completion`` strings (the
+    see `numadapter.data.arithmetic.addition_examples`). Examples have ``prompt`` + ``completion`` strings (the
     completion is trained and evaluated), a ``text`` column, or chat ``messages``; T5 needs ``prompt`` +
     ``completion``.
 

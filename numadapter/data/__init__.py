@@ -3,11 +3,8 @@
 The room holds `numadapter.data.prepare` (text datasets -> token ids and the numbers as sparse rows),
 `numadapter.data.collator` (pads, truncates and masks every per-token column with the same slice as ``input_ids``),
 `numadapter.data.answer_format` (one-number answers trained at the number head) and `numadapter.data.checks` (clear
-errors for datasets that leave nothing to train on). docs/DESIGN.md, "Data", describes them.
-
-This package was the module ``numadapter/data.py``; it exports the same names, so
-``from numadapter.data import prepare_dataset`` works as before. The old modules ``numadapter.collator``,
-``numadapter.answer_format`` and ``numadapter.data_checks`` are aliases of the moved ones.
+errors for datasets that leave nothing to train on); `numadapter.data.arithmetic` generates arithmetic tasks.
+docs/DESIGN.md, "Data", describes them.
 """
 
 from numadapter.data.prepare import (

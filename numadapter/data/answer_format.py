@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from numadapter.wire import IGNORE_INDEX, LABEL_PREFIX
-from numadapter.wire import SIDE_FIELDS as NUMBER_FIELDS
+from numadapter.schema import IGNORE_INDEX, LABEL_PREFIX
+from numadapter.schema import SIDE_FIELDS as NUMBER_FIELDS
 
 ANSWER_FORMATS = ("sequence", "head")
 

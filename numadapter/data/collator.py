@@ -5,11 +5,11 @@ the same place. Here that is one function per transform: `safe_slice` (one examp
 `NumberDataCollator.__call__` (padding and completion-only labels), both slicing every per-token column with the same
 slice.
 
-Examples are dicts of lists (the names and forms are `numadapter.wire`'s):
+Examples are dicts of lists (the names and forms are `numadapter.schema`'s):
 
 - ``input_ids`` (required) and the example's numbers, in either form: sparse rows, one entry per number, as
   `numadapter.data.prepare_dataset` stores them (``number_positions`` ``[N]``, ``number_digits`` ``[N][P]``,
-  ``number_sign``, ``number_values``, ``number_spans``), densified here first (`numadapter.wire.dense_rows`); or
+  ``number_sign``, ``number_values``, ``number_spans``), densified here first (`numadapter.schema.dense_rows`); or
   dense per-token rows, as `NumberTokenizer` without ``return_tensors`` gives them and numadapter 0.1.0 prepared
   them (``num_mask``, ``num_digits`` ``[T][P]``, ``num_sign``, ``num_values``). Both give the same batch. The
   number columns default to zeros when absent (a text without numbers);
@@ -44,7 +44,7 @@ import torch
 from numadapter.data.answer_format import check_answer_format, seq2seq_answer_cut, shift_example
 from numadapter.data.checks import warn_cut_examples
 from numadapter.methods.registry import get_method
-from numadapter.wire import (  # noqa: F401  (IGNORE_INDEX, SIDE_FIELDS, LABEL_PREFIX: re-exported, public before)
+from numadapter.schema import (  # noqa: F401  (IGNORE_INDEX, SIDE_FIELDS, LABEL_PREFIX: re-exported, public before)
     GROUP_FIELD,
     IGNORE_INDEX,
     LABEL_PREFIX,

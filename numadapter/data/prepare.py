@@ -17,7 +17,7 @@
   ``messages`` whose last message, the assistant's, is the target and the rest the source, via the chat template);
   the target's numbers carry no [AGG], as above.
 
-Output columns: ``input_ids``, the numbers as sparse rows, one entry per number (`numadapter.wire`:
+Output columns: ``input_ids``, the numbers as sparse rows, one entry per number (`numadapter.schema`:
 ``number_positions`` ``[N]``, ``number_digits`` ``[N][P]`` int8, ``number_sign`` ``[N]`` int8, ``number_values``
 ``[N]``, ``number_spans`` ``[G][2]``), ``completion_mask`` for prompt-completion data, and for seq2seq ``labels``
 with ``labels_number_*`` / ``labels_number_spans``. Only the collator densifies them (`NumberDataCollator`). Like
@@ -36,7 +36,7 @@ from numadapter.data.checks import first_example, require_examples, warn_cut_exa
 from numadapter.data.collator import safe_slice
 from numadapter.methods.registry import get_method
 from numadapter.numbers import find_numbers
-from numadapter.wire import (
+from numadapter.schema import (
     GROUP_FIELD,
     LABEL_PREFIX,
     POSITIONS_FIELD,

@@ -41,8 +41,8 @@ from numadapter.generation.loop import AdapterParts
 from numadapter.generation.prompts import encode_prompts
 from numadapter.generation.sampling import sampling_settings
 from numadapter.numbers import ExactNumber, find_numbers
+from numadapter.tokenization.matching import check_tokenizer_matches
 from numadapter.tokenization.tokenizer import NumberTokenizer
-from numadapter.wire import check_tokenizer_matches
 
 OUT_OF_RANGE_CHOICES = ("stop", "error")
 

@@ -250,8 +250,8 @@ def _streaming(
 
 def _number_tokenizer(tokenizer: Any, parts: AdapterParts) -> Any:
     """The ``tokenizer=`` argument when it is a `NumberTokenizer` of this adapter (checked), else None."""
+    from numadapter.tokenization.matching import check_tokenizer_matches
     from numadapter.tokenization.tokenizer import NumberTokenizer
-    from numadapter.wire import check_tokenizer_matches
 
     if tokenizer is None:
         return None

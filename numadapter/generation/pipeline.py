@@ -29,9 +29,9 @@ from typing import Any
 
 from transformers.pipelines.text_generation import TextGenerationPipeline
 
+from numadapter.schema import SIDE_FIELDS as SIDE_KEYS
 from numadapter.tokenization.notes import SequenceNumbers, decoding, noted_in_storage
 from numadapter.tokenization.pipeline_task import TASK
-from numadapter.wire import SIDE_FIELDS as SIDE_KEYS
 
 __all__ = ["TASK", "NumberTextGenerationPipeline"]
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
+from numadapter.schema import SIDE_FIELDS as SIDE_KEYS
 from numadapter.tokenization.tokenizer import NumberTokenizer
-from numadapter.wire import SIDE_FIELDS as SIDE_KEYS
 
 
 @dataclass

@@ -18,46 +18,14 @@ finite) cannot be fed back (the xVal embedding refuses it, and clamping would si
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 from numadapter.config import NumberAdapterConfig
+from numadapter.methods.base import GeneratedNumber, Prediction
 from numadapter.methods.context import ContextMemory
 from numadapter.methods.registry import get_method
-from numadapter.numbers import ExactNumber
 from numadapter.tuner.loss import head_outputs
 from numadapter.tuner.side_buffer import NumberInputs
-
-
-@dataclass
-class Prediction:
-    """The number head's prediction at the last position of every row (device tensors, not synchronised).
-
-    Attributes:
-        digits: FoNE int64 ``[B, P]`` place digits of ``|x|``, most significant first; None for xVal.
-        sign: int64 ``[B]`` of +1 / -1 (+1 with ``sign_policy="text"``).
-        values: float64 ``[B]``: xVal's denormalised value; FoNE's value computed from the digits (metrics only).
-    """
-
-    digits: torch.Tensor | None
-    sign: torch.Tensor
-    values: torch.Tensor
-
-
-@dataclass(frozen=True)
-class GeneratedNumber:
-    """One number the model generated.
-
-    Attributes:
-        value: `ExactNumber` (FoNE) or float (xVal).
-        text: how it appears in the generated text.
-        feedable: whether it can be fed back as the next [NUM] input (False: xVal value out of range).
-    """
-
-    value: ExactNumber | float
-    text: str
-    feedable: bool = True
 
 
 class NumberReader:

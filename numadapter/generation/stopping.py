@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from numadapter.generation.readout import GeneratedNumber
+from numadapter.methods.base import GeneratedNumber
 
 REASONS = ("eos", "stop_string", "length", "number_out_of_range")
 

@@ -6,6 +6,5 @@
   DeepSpeed configs, and loading a base already partitioned.
 - `qlora`: a 4-bit base (bitsandbytes) with the number modules and [NUM] rows kept in float32.
 
-The old module paths (``numadapter.zero``, ``numadapter.distributed``, ``numadapter.quantization``) still import, as
-thin modules that point here. This file imports nothing.
+This file imports nothing.
 """

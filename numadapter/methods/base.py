@@ -13,8 +13,9 @@ What each caller reads:
   (one marker token per number, or digit tokens), `marker_field` (which config token is the marker),
   `accepts` (a range check beyond the digit places), `mostly_text_warning` (when that check left most numbers of a
   batch as text).
-- The side-tensor schema (`numadapter.wire`): `fields` (the number tensors the modules read besides ``mask``),
-  `matched_fields` (config fields a tokenizer must share with the adapter).
+- The tokenizer <-> config check (`numadapter.tokenization.matching`): `matched_fields` (config fields a tokenizer
+  must share with the adapter); the tuner's input checks (`numadapter.tuner.inputs`): `fields` (the number tensors
+  the modules read besides ``mask``).
 - The tuner (`numadapter.tuner`): `check_bound`, `build_modules`, `init_from_row`, `needs_digit_embeddings`,
   `lm_ntl`, `head_outputs`, `report`, `loss_terms`, `number_count_ids`.
 - Generation (`numadapter.generation`): `suppressed_ids`, `predict`, `read_numbers`, `feedback_error`.
@@ -31,15 +32,98 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import torch
     from torch import nn
 
-    from numadapter.config import NumberAdapterConfig
-    from numadapter.generation.readout import GeneratedNumber
-    from numadapter.tuner.inputs import NumberPlan
+    from numadapter.numbers import ExactNumber
+    from numadapter.schema import NumberInputs, NumberTargets
+
+
+class NumberSettings(Protocol):
+    """The number settings a method reads: `NumberAdapterConfig` provides them (and so does any object with these
+    attributes), so that methods, their modules and outside methods need neither the config module nor PEFT.
+
+    The fields mean what `NumberAdapterConfig` documents; a method reads only the ones of its encoding.
+    """
+
+    encoding: str
+    int_digits: int
+    frac_digits: int
+    sign_policy: str
+    num_token: str
+    num_token_id: int | None
+    agg_token: str
+    agg_token_id: int | None
+    digit_token_ids: list[int] | None
+    aggregate: bool
+    aggregate_loss_lambda: float
+    number_loss_weight: float
+    ntl_weight: float
+    ntl_kind: str
+    fone_bases: list[int]
+    fone_projection: str
+    fone_init_scale: float
+    fone_head_input: str
+    fone_context_numbers: int
+    fone_head_target: str
+    xval_center: float
+    xval_scale: float
+    xval_clip: float
+    xval_form: str
+    xval_head_hidden: int | None
+
+
+# -- the types the interface passes ------------------------------------------------------------------------------
+@dataclass
+class Prediction:
+    """The number head's prediction at the last position of every row (device tensors, not synchronised).
+
+    Attributes:
+        digits: FoNE int64 ``[B, P]`` place digits of ``|x|``, most significant first; None for xVal.
+        sign: int64 ``[B]`` of +1 / -1 (+1 with ``sign_policy="text"``).
+        values: float64 ``[B]``: xVal's denormalised value; FoNE's value computed from the digits (metrics only).
+    """
+
+    digits: torch.Tensor | None
+    sign: torch.Tensor
+    values: torch.Tensor
+
+
+@dataclass(frozen=True)
+class GeneratedNumber:
+    """One number the model generated.
+
+    Attributes:
+        value: `ExactNumber` (FoNE) or float (xVal).
+        text: how it appears in the generated text.
+        feedable: whether it can be fed back as the next [NUM] input (False: xVal value out of range).
+    """
+
+    value: ExactNumber | float
+    text: str
+    feedable: bool = True
+
+
+@dataclass
+class NumberPlan:
+    """Everything the forward needs besides the model call.
+
+    Attributes:
+        sides: side name (``"input"`` / ``"encoder"`` / ``"decoder"``) -> validated `NumberInputs`.
+        targets: number-head targets aligned with the hidden states (None without labels or head).
+        target_index: ``(batch_idx, time_idx)`` of the target positions (host-known count), or None.
+        lm_labels: labels aligned with the logits (causal: shifted left), or None.
+        decoder_input_ids: T5 decoder inputs derived from the labels (None when given or causal).
+    """
+
+    sides: dict[str, NumberInputs]
+    targets: NumberTargets | None = None
+    target_index: tuple[torch.Tensor, torch.Tensor] | None = None
+    lm_labels: torch.Tensor | None = None
+    decoder_input_ids: torch.Tensor | None = None
 
 
 @dataclass
@@ -59,7 +143,7 @@ class LossInputs:
             for them, else None.
     """
 
-    config: NumberAdapterConfig
+    config: NumberSettings
     head: nn.Module | None
     logits: torch.Tensor
     plan: NumberPlan
@@ -103,56 +187,56 @@ class NumberMethod(ABC):
     name: str = ""
 
     # -- tokenization and the side tensors ----------------------------------------------------------------------
-    def replaces_numbers(self, config: NumberAdapterConfig) -> bool:
+    def replaces_numbers(self, config: NumberSettings) -> bool:
         """True: each number's text becomes one marker token ([NUM]) and the head writes it back in generation.
         False: numbers stay ordinary digit tokens (the LM head writes them)."""
         return True
 
-    def marker_field(self, config: NumberAdapterConfig) -> str | None:
+    def marker_field(self, config: NumberSettings) -> str | None:
         """The config field naming the token that carries the side tensors (``"num_token"`` / ``"agg_token"``), or
         None when no token does (then ``num_mask`` must be all zeros)."""
         return "num_token" if self.replaces_numbers(config) else None
 
-    def marker_token(self, config: NumberAdapterConfig) -> str:
+    def marker_token(self, config: NumberSettings) -> str:
         """The marker's text, for messages (``config.num_token`` or ``config.agg_token``)."""
         return getattr(config, self.marker_field(config) or "agg_token")
 
-    def marker_token_id(self, config: NumberAdapterConfig) -> int | None:
+    def marker_token_id(self, config: NumberSettings) -> int | None:
         """The id of the marker token as bound in the config, or None."""
         field = self.marker_field(config)
         return None if field is None else getattr(config, field + "_id")
 
     @abstractmethod
-    def fields(self, config: NumberAdapterConfig) -> tuple[str, ...]:
-        """The side tensors (short names of `numadapter.wire.FIELDS`: ``"digits"``, ``"sign"``, ``"values"``) the
+    def fields(self, config: NumberSettings) -> tuple[str, ...]:
+        """The side tensors (short names of `numadapter.schema.FIELDS`: ``"digits"``, ``"sign"``, ``"values"``) the
         modules read besides ``mask``."""
 
-    def matched_fields(self, config: NumberAdapterConfig) -> tuple[str, ...]:
-        """Config fields beyond `numadapter.wire.MATCHED_FIELDS` on which a tokenizer must agree with the adapter
-        (the tokenizer applies them when it encodes)."""
+    def matched_fields(self, config: NumberSettings) -> tuple[str, ...]:
+        """Config fields beyond `numadapter.tokenization.matching.MATCHED_FIELDS` on which a tokenizer must agree with
+        the adapter (the tokenizer applies them when it encodes)."""
         return ()
 
-    def accepts(self, value: float, config: NumberAdapterConfig) -> bool:
+    def accepts(self, value: float, config: NumberSettings) -> bool:
         """Whether a number that fits the digit places can be encoded (value: the float it will carry)."""
         return True
 
-    def range_error(self, value: float, config: NumberAdapterConfig) -> str:
+    def range_error(self, value: float, config: NumberSettings) -> str:
         """The reason `accepts` refused `value` and the fix (the tokenizer prefixes the number's location)."""
         return f"is refused by encoding={config.encoding!r}"
 
-    def mostly_text_warning(self, config: NumberAdapterConfig, refused: Sequence[str], total: int) -> str | None:
+    def mostly_text_warning(self, config: NumberSettings, refused: Sequence[str], total: int) -> str | None:
         """The warning when `accepts` left most numbers of a batch as text (`refused`: their surface forms, of `total`
         numbers that fit the digit places), shown once per tokenizer; None (default): no warning."""
         del config, refused, total
         return None
 
-    def validate(self, config: NumberAdapterConfig) -> None:
+    def validate(self, config: NumberSettings) -> None:
         """Extra checks of the config's number settings (`NumberAdapterConfig.validate_number_settings` calls it);
         default: none."""
         del config
 
     # -- modules --------------------------------------------------------------------------------------------------
-    def check_bound(self, config: NumberAdapterConfig, fix: str) -> None:
+    def check_bound(self, config: NumberSettings, fix: str) -> None:
         """Raises `ValueError` when the config lacks a token id the modules need (`fix` says how to get it)."""
         field = self.marker_field(config)
         if field is not None and getattr(config, field + "_id") is None:
@@ -162,7 +246,7 @@ class NumberMethod(ABC):
 
     @abstractmethod
     def build_modules(
-        self, config: NumberAdapterConfig, hidden_size: int, model_config: Any
+        self, config: NumberSettings, hidden_size: int, model_config: Any
     ) -> tuple[nn.Module | None, nn.Module | None]:
         """``(input module, head)`` for a model of width `hidden_size` (either may be None); float32."""
 
@@ -170,24 +254,24 @@ class NumberMethod(ABC):
         """Scales fresh modules to the RMS of the initial marker row (> 0); default: nothing."""
         del embedding, head, rms
 
-    def needs_digit_embeddings(self, config: NumberAdapterConfig) -> bool:
+    def needs_digit_embeddings(self, config: NumberSettings) -> bool:
         """Whether the input module takes ``digit_embeddings`` ``[10, H]`` (the raw digit-token rows)."""
         return False
 
     # -- loss -----------------------------------------------------------------------------------------------------
-    def lm_ntl(self, config: NumberAdapterConfig) -> bool:
+    def lm_ntl(self, config: NumberSettings) -> bool:
         """Whether ``ntl_weight > 0`` applies the Number Token Loss to the LM head's digit tokens."""
         return config.ntl_weight > 0
 
-    def loss_needs_digit_embeddings(self, config: NumberAdapterConfig) -> bool:
+    def loss_needs_digit_embeddings(self, config: NumberSettings) -> bool:
         """Whether `loss_terms` reads `LossInputs.digit_embeddings`."""
         return False
 
-    def number_count_ids(self, config: NumberAdapterConfig) -> list[int] | None:
+    def number_count_ids(self, config: NumberSettings) -> list[int] | None:
         """Digit token ids whose runs in the labels the trainer counts as M (`ItemCounts.numbers`), or None."""
         return None
 
-    def context_size(self, config: NumberAdapterConfig) -> int:
+    def context_size(self, config: NumberSettings) -> int:
         """K, how many of the latest numbers at or before each position the head reads besides the hidden state
         (`numadapter.methods.context`); 0 (default): the head reads the hidden state only."""
         del config
@@ -235,21 +319,21 @@ class NumberMethod(ABC):
         return {"loss": loss, "number_loss": number, "ntl_loss": ntl, "aggregate_loss": None}
 
     # -- generation -----------------------------------------------------------------------------------------------
-    def suppressed_ids(self, config: NumberAdapterConfig) -> list[int]:
+    def suppressed_ids(self, config: NumberSettings) -> list[int]:
         """Token ids the model must never generate with this method's modules active."""
         return []
 
-    def predict(self, config: NumberAdapterConfig, head: nn.Module, outputs: list[Any]) -> HeadReading:
+    def predict(self, config: NumberSettings, head: nn.Module, outputs: list[Any]) -> HeadReading:
         """The head's numbers from its outputs at the last position of N rows (each output of ``[1, 1, H]``)."""
         raise NotImplementedError(f"encoding={config.encoding!r} cannot read numbers back: it has no predict().")
 
     def read_numbers(
-        self, config: NumberAdapterConfig, head: nn.Module, digits: list[list[int]] | None, signs: list[int],
+        self, config: NumberSettings, head: nn.Module, digits: list[list[int]] | None, signs: list[int],
         values: list[float],
     ) -> list[GeneratedNumber]:  # fmt: skip
         """Host copies of a `HeadReading` (N rows) -> one `GeneratedNumber` (value, text, feedable) per row."""
         raise NotImplementedError(f"encoding={config.encoding!r} cannot read numbers back: it has no read_numbers().")
 
-    def feedback_error(self, config: NumberAdapterConfig, value: Any) -> str:
+    def feedback_error(self, config: NumberSettings, value: Any) -> str:
         """Why a generated number with ``feedable=False`` cannot be fed back as the next marker, and the fix."""
         return f"the generated number {value!r} cannot be fed back under encoding={config.encoding!r}."

@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import torch
 
-from numadapter.wire import NumberInputs
+from numadapter.schema import NumberInputs
 
 
 class ContextNumbers(NamedTuple):

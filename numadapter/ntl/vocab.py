@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-KINDS = ("was", "was-cdf", "mse", "mae", "huber", "gce")  # kept equal to numadapter.config.NTL_KINDS (tested)
+KINDS = ("was", "was-cdf", "mse", "mae", "huber", "gce")  # the one list of NTL kinds (the config checks against it)
 REDUCTIONS = ("mean", "sum", "none")
 PREFIX_GROUPS = {"\u2581": 1, "\u0120": 2}  # SentencePiece word start, byte-level BPE space
 _ASCII_DIGITS = re.compile(r"[0-9]+")

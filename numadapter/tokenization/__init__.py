@@ -6,11 +6,6 @@ The room holds the tokenizer (`numadapter.tokenization.tokenizer`) and the mixin
 tensors through ``model.generate`` and pipelines), `numadapter.tokenization.options` (transformers' tokenizer
 options and chat templates) and `numadapter.tokenization.pipeline_task` (registers
 ``pipeline("number-text-generation")``). docs/DESIGN.md, "Tokenization", describes them.
-
-This package was the module ``numadapter/tokenization.py``; it exports the same names, so
-``from numadapter.tokenization import NumberTokenizer`` works as before. The old modules
-``numadapter.number_encoding``, ``numadapter.number_decoding``, ``numadapter.number_notes`` and
-``numadapter.tokenizer_options`` are aliases of the moved ones.
 """
 
 from numadapter.tokenization import pipeline_task  # noqa: F401  (registers pipeline("number-text-generation"))

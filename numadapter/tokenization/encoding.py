@@ -25,8 +25,8 @@ import numpy as np
 import torch
 
 from numadapter.numbers import ExactNumber, NumberOutOfRangeError, NumberSpan, find_numbers
-from numadapter.wire import SIDE_FIELDS as SIDE_KEYS
-from numadapter.wire import EncodedNumber
+from numadapter.schema import SIDE_FIELDS as SIDE_KEYS
+from numadapter.schema import EncodedNumber
 
 ASCII_DIGITS = "0123456789"
 _CACHE_LIMIT = 200_000

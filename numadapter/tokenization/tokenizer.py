@@ -60,11 +60,12 @@ from numadapter.config import NumberAdapterConfig, marker_choice
 from numadapter.methods.base import NumberMethod
 from numadapter.methods.registry import get_method
 from numadapter.numbers import ExactNumber
+from numadapter.schema import SIDE_FIELDS as SIDE_KEYS
 from numadapter.tokenization.decoding import NumberDecoding
 from numadapter.tokenization.encoding import ASCII_DIGITS, NumberEncoding
+from numadapter.tokenization.matching import check_tokenizer_matches
 from numadapter.tokenization.notes import PromptNumbers, note
 from numadapter.tokenization.options import TransformersOptions, check_unsupported
-from numadapter.wire import SIDE_FIELDS as SIDE_KEYS
 
 CONFIG_NAME = "number_tokenizer_config.json"
 # Config fields the tokenizer depends on; saved in CONFIG_NAME.
@@ -178,15 +179,10 @@ class NumberTokenizer(NumberEncoding, NumberDecoding, TransformersOptions):
             check_marker_token(tokenizer, marker_field, self._marker)
             self.marker_token_id = self._ensure_token(self._marker)
             setattr(self, marker_field + "_id", self.marker_token_id)
-        for name in ("num_token_id", "agg_token_id"):
-            bound = getattr(config, name, None)
-            if bound is not None and getattr(self, name) is not None and bound != getattr(self, name):
-                raise ValueError(
-                    f"config.{name}={bound} but this tokenizer gives {getattr(self, name)}: the config was bound to "
-                    "another tokenizer; use that tokenizer (NumberTokenizer.from_pretrained of the saved directory)."
-                )
         self._backend = self._build_backend()
         self._cache: dict[str, tuple[tuple[int, ...], int, float] | None | bool] = {}
+        # a config already bound to token ids (a saved adapter's) must have been bound to this tokenizer
+        check_tokenizer_matches(self, config, "NumberTokenizer", "tokenizer")
 
     # -- setup ---------------------------------------------------------------------------------------------------
     def _ensure_token(self, content: str) -> int:

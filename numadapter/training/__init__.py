@@ -11,6 +11,5 @@
 - `safe_checkpoint`: optimizer / scheduler / RNG state as safetensors + JSON (docs/DESIGN.md, "Safe to load").
 - `checkpoint_integrity`: atomic checkpoint writes and the checks before resuming.
 
-The old module paths (``numadapter.trainer``, ``numadapter.callbacks``, ``numadapter.safe_checkpoint``,
-``numadapter.checkpoint_integrity``) still import, as thin modules that point here. This file imports nothing.
+This file imports nothing.
 """

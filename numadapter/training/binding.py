@@ -1,7 +1,7 @@
 """Binding the trainers' inputs: the numadapter `PeftModel` and its `NumberTokenizer`, completion-only, datasets.
 
 `_bind` checks (and when asked, builds) the model a number trainer trains and wraps its tokenizer; the tokenizer must
-match the adapter's config (`numadapter.wire.check_tokenizer_matches`).
+match the adapter's config (`numadapter.tokenization.matching.check_tokenizer_matches`).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from peft import PeftModel
 
 from numadapter.config import NumberAdapterConfig
 from numadapter.data.checks import first_example
+from numadapter.tokenization.matching import check_tokenizer_matches
 from numadapter.tokenization.tokenizer import NumberTokenizer
-from numadapter.wire import check_tokenizer_matches
 
 
 def _bind(model: Any, processing_class: Any, peft_config: NumberAdapterConfig | None) -> tuple[PeftModel, Any]:

@@ -38,7 +38,7 @@ import torch.nn.functional as F
 from transformers import TrainerCallback
 
 from numadapter.ntl import NTLoss, cross_entropy_and_ntl
-from numadapter.wire import IGNORE_INDEX
+from numadapter.schema import IGNORE_INDEX
 
 COMPONENTS = ("lm_loss", "number_loss", "ntl_loss", "aggregate_loss")
 

@@ -2,14 +2,15 @@
 
 - `peft_type`: numadapter's ``PeftType`` name and value, the tested peft range (imports nothing of numadapter).
 - `registration`: adds ``PeftType.NUMADAPTER`` and fills PEFT's mappings (version-guarded, at import).
-- `import_hook`: imports `registration` as soon as PEFT is imported, so ``import numadapter`` need not import PEFT.
+- `peft_import_hook`: imports `registration` as soon as PEFT is imported (``import numadapter`` need not import it).
+- `peft_load_hooks`: PEFT's adapter loading wrapped, so a bad file fails naming the file and the fix.
 - `model`: `NumberAdapterModel` (a `peft.LoraModel` subclass): binding, number rows and modules, forward.
 - `patches`: per-architecture knowledge (embedding call sites, LM head, ties by storage, resize).
 - `token_rows`: the [NUM] / [AGG] rows as PEFT trainable tokens with a sparse forward.
 - `number_modules`: the per-adapter input module + head container.
-- `side_buffer`, `hooks`: how the number tensors reach the embedding during one call.
+- `side_buffer`, `forward_hooks`: how the number tensors reach the embedding during one call.
 - `inputs`, `alignment`, `loss`: validation, the causal / T5 alignments, the loss and the output classes.
 
 Import the pieces from their modules; this file stays free of imports, so that importing one piece (``numadapter``
-itself imports `import_hook`; `numadapter.config` imports `peft_type`) loads nothing else.
+itself imports `peft_import_hook`; `numadapter.config` imports `peft_type`) loads nothing else.
 """

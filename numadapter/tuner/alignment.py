@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from numadapter.wire import IGNORE_INDEX, NumberInputs, NumberTargets  # noqa: F401  (NumberTargets: re-exported)
+from numadapter.schema import IGNORE_INDEX, NumberInputs, NumberTargets  # noqa: F401  (NumberTargets: re-exported)
 
 
 def _shift_left(tensor: torch.Tensor | None, fill: float | int) -> torch.Tensor | None:

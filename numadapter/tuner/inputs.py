@@ -21,12 +21,13 @@ Names of the keyword arguments `NumberAdapterModel.forward` accepts:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 
 from numadapter.config import NumberAdapterConfig
+from numadapter.methods.base import NumberPlan
 from numadapter.methods.registry import get_method
+from numadapter.schema import FIELDS, NUMBER_KWARGS, NUMBER_TEXTS, PREFIXES, NumberInputs  # noqa: F401
 from numadapter.tuner.alignment import (
     NumberTargets,
     causal_lm_labels,
@@ -34,26 +35,15 @@ from numadapter.tuner.alignment import (
     seq2seq_targets,
     shift_right_numbers,
 )
-from numadapter.wire import FIELDS, NUMBER_KWARGS, NUMBER_TEXTS, PREFIXES, NumberInputs, needed_fields  # noqa: F401
 
 
-@dataclass
-class NumberPlan:
-    """Everything the forward needs besides the model call.
+def needed_fields(config: NumberAdapterConfig) -> tuple[str, ...]:
+    """The number tensors (short names, e.g. ``"digits"``) the model reads besides ``mask`` for `config`.
 
-    Attributes:
-        sides: side name (``"input"`` / ``"encoder"`` / ``"decoder"``) -> validated `NumberInputs`.
-        targets: number-head targets aligned with the hidden states (None without labels or head).
-        target_index: ``(batch_idx, time_idx)`` of the target positions (host-known count), or None.
-        lm_labels: labels aligned with the logits (causal: shifted left), or None.
-        decoder_input_ids: T5 decoder inputs derived from the labels (None when given or causal).
+    Asked of the encoding's number method (`numadapter.methods.NumberMethod.fields`): fone reads the digits (and the
+    sign with ``sign_policy="feature"``), xval the values, digits + aggregate the digits.
     """
-
-    sides: dict[str, NumberInputs]
-    targets: NumberTargets | None = None
-    target_index: tuple[torch.Tensor, torch.Tensor] | None = None
-    lm_labels: torch.Tensor | None = None
-    decoder_input_ids: torch.Tensor | None = None
+    return tuple(get_method(config).fields(config))
 
 
 def pop_number_kwargs(kwargs: dict) -> dict[str, dict[str, torch.Tensor]]:

@@ -187,7 +187,7 @@ def check_saved_settings(directory: str, config: Any) -> None:
     PEFT builds the model from the config before it reads the weights, and binding refuses a base whose shape differs
     from the config's ``base_hidden_size`` / ``original_vocab_size``. An edited field would then be reported as a wrong
     base model; read first, the stamp names the edited field. Only the stamp tensor is read (a few hundred bytes).
-    A missing or unreadable file is left to the loading checks (`numadapter.tuner.load_hooks`), which name it.
+    A missing or unreadable file is left to the loading checks (`numadapter.tuner.peft_load_hooks`), which name it.
 
     Raises:
         ValueError: as `check_stamp`.

@@ -37,8 +37,8 @@ from numadapter.config import NumberAdapterConfig
 from numadapter.methods.aggregate.loss import aggregate_term  # noqa: F401  (re-exported: imported from here before)
 from numadapter.methods.base import LossInputs
 from numadapter.methods.registry import get_method
+from numadapter.schema import IGNORE_INDEX
 from numadapter.tuner.inputs import NumberPlan
-from numadapter.wire import IGNORE_INDEX
 
 
 @dataclass
@@ -102,8 +102,8 @@ def split_counts(num_items_in_batch) -> tuple[torch.Tensor | int | None, torch.T
 def count_aggregate_numbers(lm_labels: torch.Tensor, digit_token_ids: list[int]) -> torch.Tensor:
     """M: the numbers L_AUX scores in aligned labels ``[B, T]``: maximal runs of digit tokens within a row.
 
-    The same runs as `numadapter.encodings.aggregate.aggregate_aux_loss` (any other label, -100 included, ends a
-    run). Causal LMs: pass the labels aligned with the logits (`numadapter.tuner.alignment.causal_lm_labels`).
+    The same runs as `numadapter.methods.aggregate.embedding.aggregate_aux_loss` (any other label, -100 included, ends
+    a run). Causal LMs: pass the labels aligned with the logits (`numadapter.tuner.alignment.causal_lm_labels`).
 
     Returns:
         A 0-dim int64 tensor on the labels' device.

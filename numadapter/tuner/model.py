@@ -9,7 +9,7 @@ On top of `peft.LoraModel` it
 2. makes the [NUM] / [AGG] embedding rows PEFT trainable tokens (`token_rows`), tied where the weights are tied;
 3. keeps one `NumberModules` (input module + head) per adapter in ``number_modules``, saved with the adapter;
 4. in `forward`, pops the number tensors, validates them against the ids (`inputs`), arms the side buffer and the
-   hooks (`hooks`), runs the model without labels, then runs the head and the loss (`loss`).
+   hooks (`forward_hooks`), runs the model without labels, then runs the head and the loss (`loss`).
 
 The class is registered with PEFT under ``PeftType.NUMADAPTER`` (`registration`), so ``peft.get_peft_model``,
 ``PeftModel.from_pretrained`` and ``AutoPeftModelFor*`` build it; the PeftModel they return is a genuine
@@ -31,7 +31,7 @@ from numadapter.config import NumberAdapterConfig
 from numadapter.integrations.deepspeed_zero import matrix_shape
 from numadapter.methods.context import context_at
 from numadapter.methods.registry import get_method
-from numadapter.tuner.hooks import number_hooks
+from numadapter.tuner.forward_hooks import number_hooks
 from numadapter.tuner.inputs import plan_causal, plan_seq2seq, pop_number_kwargs
 from numadapter.tuner.integrity import check_vocab_growth
 from numadapter.tuner.loss import NumberCausalLMOutput, NumberSeq2SeqLMOutput, combine, head_outputs

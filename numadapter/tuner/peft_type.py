@@ -2,7 +2,7 @@
 
 Kept apart from `numadapter.tuner.registration` (which fills PEFT's mappings with `NumberAdapterConfig` and
 `NumberAdapterModel`, and so imports them) so that `numadapter.config`, `numadapter.tuner.integrity` and
-`numadapter.tuner.load_hooks` can name the peft type without importing the registration: this module imports
+`numadapter.tuner.peft_load_hooks` can name the peft type without importing the registration: this module imports
 nothing of numadapter, and the registration no longer closes an import cycle through the config.
 
 The enum *value* is the string written to ``adapter_config.json`` as ``peft_type``. PEFT looks it up in
@@ -61,6 +61,6 @@ def config_peft_type() -> PeftType | str:
     ``numadapter.get_peft_model``).
 
     Registration itself happens as soon as PEFT is imported in a process that imported numadapter
-    (`numadapter.tuner.import_hook`), so a config built after its module was imported finds the member.
+    (`numadapter.tuner.peft_import_hook`), so a config built after its module was imported finds the member.
     """
     return PeftType.__members__.get(PEFT_TYPE_NAME, PEFT_TYPE_VALUE)

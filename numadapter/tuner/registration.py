@@ -13,11 +13,11 @@ does by hand, once, what `register_peft_method` would do:
    as the vocabulary was resized, but numadapter re-creates the resize itself when loading and saves the [NUM]/[AGG]
    rows as PEFT trainable tokens (a few KB instead of hundreds of MB). An explicit ``True`` is still honoured. The
    saved settings stamp gets the SHA-256 of every other saved tensor (`numadapter.tuner.integrity.with_digests`);
-4. wraps PEFT's loading functions (`numadapter.tuner.load_hooks`) so that a numadapter adapter file is verified
+4. wraps PEFT's loading functions (`numadapter.tuner.peft_load_hooks`) so that a numadapter adapter file is verified
    against its config before it is loaded (`numadapter.tuner.integrity`).
 
 When: at the import of this module, which happens as soon as PEFT is imported in a process that imported numadapter
-(`numadapter.tuner.import_hook`; ``import numadapter`` itself imports no PEFT), and before any numadapter model is
+(`numadapter.tuner.peft_import_hook`; ``import numadapter`` itself imports no PEFT), and before any numadapter model is
 built (`numadapter.mapping`, `numadapter.export`).
 
 Version guard: this is done only for peft >= 0.21, < 0.22 (the range it is written and tested for).
@@ -116,7 +116,7 @@ def register(force: bool = False) -> PeftType | None:
     from peft.mapping import PEFT_TYPE_TO_CONFIG_MAPPING, PEFT_TYPE_TO_PREFIX_MAPPING, PEFT_TYPE_TO_TUNER_MAPPING
 
     from numadapter.config import NumberAdapterConfig
-    from numadapter.tuner import load_hooks
+    from numadapter.tuner import peft_load_hooks
     from numadapter.tuner.model import NumberAdapterModel
 
     try:
@@ -125,7 +125,7 @@ def register(force: bool = False) -> PeftType | None:
         PEFT_TYPE_TO_TUNER_MAPPING[member] = NumberAdapterModel
         PEFT_TYPE_TO_PREFIX_MAPPING[member] = PEFT_PREFIX
         _patch_state_dict_for_save()
-        load_hooks.install()  # load-time checks: number tensors present, settings stamp, clear file errors
+        peft_load_hooks.install()  # load-time checks: number tensors present, settings stamp, clear file errors
     except Exception as exc:  # pragma: no cover - only on an incompatible peft
         raise RuntimeError(
             f"numadapter could not register with peft {peft.__version__} ({type(exc).__name__}: {exc}); "

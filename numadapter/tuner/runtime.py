@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from torch import nn
 
-from numadapter.tuner.hooks import number_hooks
+from numadapter.tuner.forward_hooks import number_hooks
 from numadapter.tuner.number_modules import NumberModules
 from numadapter.tuner.patches import Architecture
 from numadapter.tuner.side_buffer import NumberInputs, SideBuffer

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 
 import torch
 
-from numadapter.wire import NumberInputs  # the container is declared with the schema; imported here as before
+from numadapter.schema import NumberInputs  # the container is declared with the schema; imported here as before
 
 
 class SideBuffer:

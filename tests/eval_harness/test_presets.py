@@ -312,7 +312,7 @@ class _SkillOracle(torch.nn.Module):
 
 def test_skill_probes_count_exact_completions_only(tmp_path):
     from eval_harness.pretrain import skills
-    from numadapter.app.toy import build_tokenizer
+    from numadapter.testing.toy import build_tokenizer
 
     tokenizer = build_tokenizer("digits", tmp_path / "tok")
     assert skills(_SkillOracle(tokenizer, " and"), tokenizer, seed=0, n=5) == {

@@ -66,9 +66,9 @@ def test_pretrained_preset_on_the_product_path_keeps_its_step_budget_and_curve(t
 def test_product_data_is_what_the_harness_head_format_feeds(tmp_path):
     """NumberSFTTrainer's preparation + NumberDataCollator(answer_format="head") give the harness loop's tensors."""
     import numadapter
-    from eval_harness.methods import get_method
-    from eval_harness.methods.encode import number_places
-    from eval_harness.methods.models import TABLE6, build
+    from eval_harness.arms import get_method
+    from eval_harness.arms.encode import number_places
+    from eval_harness.arms.models import TABLE6, build
     from eval_harness.product import product_dataset
     from eval_harness.tasks import get_task
 
@@ -118,7 +118,7 @@ def test_tiny_preset_trains_numadapter_methods_through_the_trainer(tmp_path, cap
     assert result["train_path"] == "product" and result["config"]["train_path"] == "product"
     training = result["product_training"]
     assert training["trainer"] == "numadapter.NumberSFTTrainer"
-    assert training["collator"] == "numadapter.data.collator.NumberDataCollator"  # was numadapter.collator
+    assert training["collator"] == "numadapter.data.collator.NumberDataCollator"  # was numadapter.data.collator
     assert training["answer_format"] == "head" and result["data"]["train_format"] == "head"
     assert training["global_steps"] == 4  # 32 examples in batches of 8, one epoch
     assert len(result["timing"]["epoch_s"]) == 1 and len(result["curve"]) == 1
@@ -133,7 +133,7 @@ def _saved_base(path):
     """A tiny digit-wise Llama base saved like `python -m eval_harness pretrain-base` saves one."""
     from helpers import tiny
 
-    from numadapter.app.toy import build_tokenizer
+    from numadapter.testing.toy import build_tokenizer
 
     tokenizer = build_tokenizer("digits", path)
     tiny.build_model("llama", path, vocab_size=len(tokenizer), tie=True, hidden_size=32, layers=1)
@@ -146,9 +146,9 @@ def test_product_adapter_data_are_the_harness_loops(tmp_path, method):
     LoRA) and digits + [AGG] what the harness loop feeds them: the base's own ids, answers as plain digit tokens
     (an [AGG] before an answer would carry the answer's digits into the model's input)."""
     import numadapter
-    from eval_harness.methods import get_method
-    from eval_harness.methods.encode import number_places
-    from eval_harness.methods.models import build
+    from eval_harness.arms import get_method
+    from eval_harness.arms.encode import number_places
+    from eval_harness.arms.models import build
     from eval_harness.product import product_dataset
     from eval_harness.tasks import get_task
 
@@ -176,7 +176,7 @@ def test_adapter_table_trains_through_the_trainer_with_the_base_frozen(tmp_path,
 
     import numadapter
     from eval_harness import runner
-    from eval_harness.methods.sizes import LoraSettings
+    from eval_harness.arms.sizes import LoraSettings
 
     base = _saved_base(tmp_path / "base")
     trained, looped = [], []

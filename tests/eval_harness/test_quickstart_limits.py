@@ -81,7 +81,7 @@ def test_answer_position_finds_the_token_after_the_equals_sign_in_any_tokenizer(
     from helpers.real import real_tokenizer
 
     from eval_harness.quickstart_limits import answer_position
-    from numadapter.app.toy import build_tokenizer
+    from numadapter.testing.toy import build_tokenizer
 
     text = "682 + 361 = 1043"
     toy = build_tokenizer("digits", str(tmp_path / "toy"))  # <s> 6 8 2 Ġ + Ġ 3 6 1 Ġ = | Ġ 1 0 4 3

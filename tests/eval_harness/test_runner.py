@@ -14,11 +14,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from eval_harness.arms import METHODS, NTL_KINDS, Method, get_method
+from eval_harness.arms.encode import Codec, EncodedSet, _cat_ragged, number_places
+from eval_harness.arms.models import Built
+from eval_harness.arms.predict import fone_answers, predict, round_like
 from eval_harness.cli import main
-from eval_harness.methods import METHODS, NTL_KINDS, Method, get_method
-from eval_harness.methods.encode import Codec, EncodedSet, _cat_ragged, number_places
-from eval_harness.methods.models import Built
-from eval_harness.methods.predict import fone_answers, predict, round_like
 from eval_harness.presets import PRESETS, expand, get_preset
 from eval_harness.runner import RunSpec, lr_factor
 from eval_harness.tasks import get_task
@@ -28,7 +28,7 @@ TOK_CACHE: dict[str, object] = {}
 
 
 def _tokenizer(tmp_path_factory, kind: str = "digits"):
-    from numadapter.app.toy import build_tokenizer
+    from numadapter.testing.toy import build_tokenizer
 
     if kind not in TOK_CACHE:
         TOK_CACHE[kind] = tmp_path_factory.mktemp(f"tok-{kind}")
@@ -49,8 +49,9 @@ def _fone_codec(tokenizer, int_digits: int = 4, frac_digits: int = 3, **settings
 
 def test_methods_registry_covers_the_issue_and_ntl_kinds_match_the_config():
     from numadapter.config import NTL_KINDS as CONFIG_KINDS
+    from numadapter.ntl import KINDS
 
-    assert NTL_KINDS == CONFIG_KINDS
+    assert NTL_KINDS is CONFIG_KINDS is KINDS  # one list, defined in numadapter.ntl.vocab
     expected = {"digits", "subword", "lora", "xval", "fone", "fone_ntl", "fone_feature", "digits_agg"}
     expected |= {"digits_agg_aux"}
     expected |= {f"digits_ntl_{k.replace('-', '_')}" for k in CONFIG_KINDS}
@@ -233,7 +234,7 @@ def test_head_batch_feeds_the_prompt_and_labels_its_last_position_with_the_answe
 
 
 def test_train_format_is_head_only_for_head_methods_with_one_num_answers(tmp_path_factory):
-    from eval_harness.methods.predict import train_format
+    from eval_harness.arms.predict import train_format
 
     tokenizer = _tokenizer(tmp_path_factory)
     codec, _, _ = _fone_codec(tokenizer, int_digits=3)
@@ -279,7 +280,7 @@ def test_digit_codec_labels_the_answer_digits_and_eos_only(tmp_path_factory):
 
 
 def test_subword_tokenizer_has_every_digit_group_as_one_token(tmp_path):
-    from eval_harness.methods.models import scratch_tokenizer
+    from eval_harness.arms.models import scratch_tokenizer
 
     tok = scratch_tokenizer("subword", tmp_path / "sub")
     assert tok.tokenize("571.870") == ["571", ".", "870"]
@@ -351,7 +352,7 @@ def test_fone_head_prediction_path_is_exact_with_an_oracle_model(tmp_path_factor
 
 
 def test_head_path_falls_back_to_generation_loudly_when_an_answer_is_not_one_num(tmp_path_factory, monkeypatch):
-    from eval_harness.methods import predict as P
+    from eval_harness.arms import predict as P
 
     tokenizer = _tokenizer(tmp_path_factory)
     codec, ntok, config = _fone_codec(tokenizer, int_digits=3)  # 3 integer places: "1024.5" stays text
@@ -435,7 +436,7 @@ def test_tiny_preset_writes_json_markdown_and_png(tmp_path, capsys):
 
 
 def test_errors_keep_the_first_wrong_predictions_in_test_order():
-    from eval_harness.methods.predict import Predictions
+    from eval_harness.arms.predict import Predictions
     from eval_harness.records import errors
 
     examples = [Example(prompt=f"{i}+1=", target=str(i + 1), answer=str(i + 1)) for i in range(6)]
@@ -451,7 +452,7 @@ def test_adapter_regime_runs_lora_and_fone_on_a_saved_base(tmp_path):
 
     from eval_harness.report import build_report
     from eval_harness.runner import run_specs
-    from numadapter.app.toy import build_tokenizer
+    from numadapter.testing.toy import build_tokenizer
 
     base = tmp_path / "base"
     tok = build_tokenizer("digits", base)
@@ -470,7 +471,7 @@ def test_adapter_regime_runs_lora_and_fone_on_a_saved_base(tmp_path):
 
 
 def test_method_outside_its_regime_is_refused(tmp_path):
-    from eval_harness.methods.models import build
+    from eval_harness.arms.models import build
 
     with pytest.raises(ValueError, match="method 'lora' runs in the adapter regime.*digits, subword"):
         build(get_method("lora"), "scratch", workdir=tmp_path, seed=0, places=(4, 3))

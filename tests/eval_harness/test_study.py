@@ -8,7 +8,7 @@ import re
 import pytest
 
 from eval_harness import study
-from numadapter.app.quickstart import TINY, build_tiny_base
+from numadapter.testing.tiny_base import TINY, build_tiny_base
 
 
 def test_subtraction_rows_are_exact_non_negative_and_held_out():

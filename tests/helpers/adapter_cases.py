@@ -14,9 +14,9 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from helpers import tiny
-from numadapter.app import toy
 from numadapter.config import NumberAdapterConfig
 from numadapter.mapping import get_peft_model
+from numadapter.testing import toy
 from numadapter.tokenization import NumberTokenizer
 
 TOKENIZER_OF = {"llama": "digits", "granite": "digits", "t5": "t5", "mistral": "digits", "qwen2": "digits"}

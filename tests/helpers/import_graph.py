@@ -1,10 +1,15 @@
 """The import graph of a Python package, read with ``ast`` (nothing is imported), and its cycles.
 
 `import_graph` lists, for every module of a package, the modules of the same package it imports: module-level and
-function-level imports alike, absolute and relative. ``from pkg.sub import name`` counts as an import of
-``pkg.sub.name`` when that is a module of the package, else of ``pkg.sub``. Parent packages that Python initialises
-on the way (``pkg`` for ``import pkg.sub``) are not edges: they are always run first, so they cannot make a cycle
-that fails. Imports under ``if TYPE_CHECKING:`` are left out, since they never run.
+function-level imports alike, absolute and relative, and those under ``if TYPE_CHECKING:`` too (a type checker
+follows them, and a module that needs another's types only for annotations still depends on it).
+``from pkg.sub import name`` counts as an import of ``pkg.sub.name`` when that is a module of the package, else of
+``pkg.sub``. Parent packages that Python initialises on the way (``pkg`` for ``import pkg.sub``) are not edges:
+they are always run first, so they cannot make a cycle that fails.
+
+Imports by name count as well: in a module that calls ``import_module`` (``importlib.import_module``), every string
+constant that names a module of the package (``"pkg.sub"``, or ``"pkg.sub:attribute"`` as a registry writes it) is an
+edge, so a registry of lazily imported modules (``{"name": "pkg.sub:thing"}``) shows up in the graph.
 
 `find_cycles` returns the strongly connected components of more than one module (and modules importing
 themselves), each as a sorted list of module names: an empty result means the graph has no cycle.
@@ -14,6 +19,7 @@ Used by ``tests/numadapter/test_import_graph.py``.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 
@@ -31,25 +37,31 @@ def module_names(root: Path, package: str) -> dict[str, Path]:
     return modules
 
 
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
 def _import_nodes(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
-    """Every import statement in `tree` at any depth, except under ``if TYPE_CHECKING:``."""
-    found: list[ast.Import | ast.ImportFrom] = []
-    stack: list[ast.AST] = [tree]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            found.append(node)
-            continue
-        if isinstance(node, ast.If) and _is_type_checking(node.test):
-            stack.extend(node.orelse)
-            continue
-        stack.extend(ast.iter_child_nodes(node))
+    """Every import statement in `tree` at any depth (``if TYPE_CHECKING:`` blocks included)."""
+    return [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
+
+
+def _calls_import_module(tree: ast.AST) -> bool:
+    """Whether `tree` calls ``import_module`` (``importlib.import_module(...)`` or a bare imported name)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            if (isinstance(func, ast.Attribute) and func.attr == "import_module") or (
+                isinstance(func, ast.Name) and func.id == "import_module"
+            ):
+                return True
+    return False
+
+
+def _named_modules(tree: ast.AST, package: str) -> list[str]:
+    """The string constants of `tree` that look like a dotted module of `package` (``"pkg.a.b"``, ``"pkg.a:b"``)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            match = re.fullmatch(r"([\w.]+)(?::\w+)?", node.value)
+            if match and match.group(1).split(".")[0] == package:
+                found.append(match.group(1))
     return found
 
 
@@ -86,6 +98,11 @@ def imports_of(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
             target = _resolve(name, modules)
             if target is not None:
                 targets.add(target)
+    if _calls_import_module(tree):
+        top = module.split(".")[0]
+        for name in _named_modules(tree, top):
+            if name in modules:  # only whole module names: a string that names an attribute is no import
+                targets.add(name)
     return targets
 
 

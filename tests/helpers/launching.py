@@ -64,7 +64,7 @@ def tiny_base(root: Path) -> Path:
     """``root/base`` holding ``tok/`` (the digits tokenizer) and ``model/`` (a 2-layer untied Llama, hidden size 32),
     as the scripts in ``tests/dist_scripts`` read them."""
     from helpers import tiny
-    from numadapter.app import toy
+    from numadapter.testing import toy
 
     base = root / "base"
     tokenizer = toy.build_tokenizer("digits", base / "tok")

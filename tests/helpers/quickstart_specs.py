@@ -1,8 +1,8 @@
-"""Sizes of the quick start's tiny bases that tests build (`numadapter.app.quickstart.build_tiny_base`)."""
+"""Sizes of the quick start's tiny bases that tests build (`numadapter.testing.tiny_base.build_tiny_base`)."""
 
 from __future__ import annotations
 
-from numadapter.app.quickstart import TinySpec
+from numadapter.testing.tiny_base import TinySpec
 
 # one layer, pretrained 150 steps: the EOS-less base of `tests/numadapter/tuner/test_token_rows.py` and the base of
 # `tests/numadapter/data/test_answer_format.py`

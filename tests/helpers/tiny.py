@@ -1,9 +1,9 @@
 """Tiny random-init models for tests: built locally, saved with `save_pretrained`, loaded back.
 
-The tokenizers come from `numadapter.app.toy` (``toy.build_tokenizer(kind, path)``, kinds ``"digits"``, ``"llama3"``
-and ``"t5"``; its docstring lists their special tokens); tests import them from there. Nothing is downloaded. Models
-are random-init (seeded) Llama / Granite / T5 configurations, saved and reloaded with `from_pretrained` so the real
-loading code is exercised.
+The tokenizers come from `numadapter.testing.toy` (``toy.build_tokenizer(kind, path)``, kinds ``"digits"``,
+``"llama3"`` and ``"t5"``; its docstring lists their special tokens); tests import them from there. Nothing is
+downloaded. Models are random-init (seeded) Llama / Granite / T5 configurations, saved and reloaded with
+`from_pretrained` so the real loading code is exercised.
 
 Model families (`build_model(family, path, vocab_size)`):
 ``"llama"``, ``"granite"`` (non-trivial embedding/residual/attention multipliers and logits scaling) and ``"t5"``.
@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from transformers import PreTrainedTokenizerFast
 
-from numadapter.app.toy import CONFIGS, build_tokenizer
+from numadapter.testing.toy import CONFIGS, build_tokenizer
 
 MODEL_FAMILIES = ("llama", "granite", "t5")
 

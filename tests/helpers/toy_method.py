@@ -74,7 +74,7 @@ class SignedDigitsMethod(NumberMethod):
         return HeadReading(digits=digits, sign=torch.where(values < 0, -1, 1), values=values)
 
     def read_numbers(self, config, head, digits, signs, values):
-        from numadapter.generation.readout import GeneratedNumber
+        from numadapter.methods import GeneratedNumber
 
         out = []
         for row, sign in zip(digits, signs):

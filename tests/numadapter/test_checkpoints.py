@@ -78,3 +78,16 @@ def test_gguf_only_directory_lists_its_files(tmp_path):
     assert checkpoints.gguf_only_directory(tmp_path) == ["a.gguf"]
     (tmp_path / "config.json").write_text("{}")
     assert checkpoints.gguf_only_directory(tmp_path) == []
+
+
+def test_resolve_dtype_takes_names_and_dtypes_and_names_the_setting_it_refuses():
+    import torch
+
+    assert checkpoints.resolve_dtype("bfloat16") is torch.bfloat16
+    assert checkpoints.resolve_dtype("torch.float16") is torch.float16
+    assert checkpoints.resolve_dtype(torch.float32) is torch.float32
+    assert checkpoints.resolve_dtype(None) is None and checkpoints.resolve_dtype("auto") is None
+    with pytest.raises(ValueError, match=r"`model.dtype` must be one of \['float32', 'bfloat16', 'float16'\]"):
+        checkpoints.resolve_dtype("float64", "model.dtype")
+    with pytest.raises(ValueError, match="got torch.int8"):
+        checkpoints.resolve_dtype(torch.int8)

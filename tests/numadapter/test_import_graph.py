@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from helpers.import_graph import find_cycles, import_graph, importers_of
-from helpers.moved_modules import MOVED, SPLIT
 from helpers.paths import ROOT
 
 PACKAGE = ROOT / "numadapter"
@@ -59,7 +58,7 @@ def test_checker_reads_relative_imports_from_a_package_init_and_parent_levels(tm
     assert find_cycles(graph) == []
 
 
-def test_checker_ignores_type_checking_imports_and_finds_self_imports(tmp_path):
+def test_checker_counts_type_checking_imports_and_finds_self_imports(tmp_path):
     package = write_package(
         tmp_path,
         {
@@ -70,8 +69,30 @@ def test_checker_ignores_type_checking_imports_and_finds_self_imports(tmp_path):
         },
     )
     graph = import_graph(package, "pkg")
-    assert graph["pkg.a"] == set()
-    assert find_cycles(graph) == [["pkg.selfish"]]
+    assert graph["pkg.a"] == {"pkg.b"}
+    assert find_cycles(graph) == [["pkg.a", "pkg.b"], ["pkg.selfish"]]
+
+
+def test_checker_counts_modules_a_registry_imports_by_name(tmp_path):
+    package = write_package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "registry.py": (
+                "import importlib\nBUILTIN = {'x': 'pkg.plugins.x:THING'}\nLAZY = 'pkg.lazy'\n"
+                "NOT_A_MODULE = 'pkg.registry.BUILTIN'\n"
+                "def get(name):\n    module, _, attr = BUILTIN[name].partition(':')\n"
+                "    return getattr(importlib.import_module(module), attr)\n"
+            ),
+            "lazy.py": "",
+            "plugins/__init__.py": "",
+            "plugins/x.py": "from pkg.registry import get\nTHING = 1\n",
+            "words.py": "TEXT = 'pkg.lazy'\n",  # no import_module call: a string alone is no import
+        },
+    )
+    graph = import_graph(package, "pkg")
+    assert graph["pkg.registry"] == {"pkg.plugins.x", "pkg.lazy"} and graph["pkg.words"] == set()
+    assert find_cycles(graph) == [["pkg.plugins.x", "pkg.registry"]]
 
 
 def test_checker_lists_who_imports_a_subpackage(tmp_path):
@@ -103,11 +124,5 @@ def test_numadapter_has_no_import_cycle(graph):
 def test_no_library_module_imports_the_app(graph):
     app = {module for module in graph if module == "numadapter.app" or module.startswith("numadapter.app.")}
     assert {"numadapter.app.cli", "numadapter.app.recipe", "numadapter.app.commands"} <= app  # the app was found
-    old_paths = set(MOVED) | set(SPLIT)  # thin modules that hand out the moved ones
-    library_importers = {
-        m: t for m, t in importers_of(graph, "numadapter.app").items() if m not in app and m not in old_paths
-    }
+    library_importers = {m: t for m, t in importers_of(graph, "numadapter.app").items() if m not in app}
     assert library_importers == {}, f"library modules that import numadapter.app: {library_importers}"
-    for old in old_paths:  # and they import nothing else than the module(s) they hand out
-        handed_out = {MOVED[old]} if old in MOVED else set(SPLIT[old])
-        assert graph[old] and graph[old] <= handed_out, (old, graph[old])

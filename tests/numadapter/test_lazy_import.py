@@ -40,7 +40,7 @@ def test_import_numadapter_loads_no_heavy_dependency():
     assert loaded == [], f"`import numadapter` imported {loaded}"
 
 
-@pytest.mark.parametrize("module", ["numadapter.app.cli", "numadapter.cli"])  # the console script; the old path
+@pytest.mark.parametrize("module", ["numadapter.app.cli"])  # the console script
 def test_help_of_the_console_script_loads_no_heavy_dependency(module):
     code = (
         f"from {module} import main\ntry:\n    main(['--help'])\nexcept SystemExit as exit:\n"

@@ -26,11 +26,15 @@ must be told apart by one token.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from numadapter.methods.base import NumberSettings
+
+__all__ = ["AggregateEmbedding", "AggregateLossOutput", "aggregate_aux_loss", "aggregate_loss", "aggregation_weights"]
 
 # Footnote 2 of the paper: "Should the answers not be numerical, the model is penalise[d] by arbitrarily setting
 # L_AUX to 20."
@@ -85,7 +89,7 @@ class AggregateEmbedding(nn.Module):
         config: a `NumberAdapterConfig` (reads ``int_digits``, ``frac_digits``).
     """
 
-    def __init__(self, config: Any) -> None:
+    def __init__(self, config: NumberSettings) -> None:
         super().__init__()
         self.int_digits = int(config.int_digits)
         self.frac_digits = int(config.frac_digits)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
+
+from numadapter.methods.base import NumberSettings
 
 
 def aggregate_term(
-    config: Any,
+    config: NumberSettings,
     logits: torch.Tensor,
     labels: torch.Tensor,
     digit_embeddings: torch.Tensor,

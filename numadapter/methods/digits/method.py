@@ -12,39 +12,41 @@ from typing import Any
 import torch
 from torch import nn
 
-from numadapter.methods.base import LossInputs, NumberMethod
+from numadapter.methods.base import LossInputs, NumberMethod, NumberSettings
 
 
 class DigitsMethod(NumberMethod):
     """The digit-token number method (see the module docstring)."""
 
-    def replaces_numbers(self, config: Any) -> bool:
+    def replaces_numbers(self, config: NumberSettings) -> bool:
         return False
 
-    def marker_field(self, config: Any) -> str | None:
+    def marker_field(self, config: NumberSettings) -> str | None:
         return "agg_token" if config.aggregate else None
 
-    def fields(self, config: Any) -> tuple[str, ...]:
+    def fields(self, config: NumberSettings) -> tuple[str, ...]:
         return ("digits",)
 
-    def check_bound(self, config: Any, fix: str) -> None:
+    def check_bound(self, config: NumberSettings, fix: str) -> None:
         if config.aggregate and config.agg_token_id is None:
             raise ValueError(f"aggregate=True needs `agg_token_id` (the {config.agg_token} id): {fix}.")
 
-    def build_modules(self, config: Any, hidden_size: int, model_config: Any) -> tuple[nn.Module | None, None]:
+    def build_modules(
+        self, config: NumberSettings, hidden_size: int, model_config: Any
+    ) -> tuple[nn.Module | None, None]:
         if not config.aggregate:
             return None, None
         from numadapter.methods.aggregate.embedding import AggregateEmbedding
 
         return AggregateEmbedding(config), None
 
-    def needs_digit_embeddings(self, config: Any) -> bool:
+    def needs_digit_embeddings(self, config: NumberSettings) -> bool:
         return bool(config.aggregate)
 
-    def loss_needs_digit_embeddings(self, config: Any) -> bool:
+    def loss_needs_digit_embeddings(self, config: NumberSettings) -> bool:
         return config.aggregate_loss_lambda < 1.0
 
-    def number_count_ids(self, config: Any) -> list[int] | None:
+    def number_count_ids(self, config: NumberSettings) -> list[int] | None:
         return list(config.digit_token_ids) if config.aggregate_loss_lambda < 1.0 else None
 
     def loss_terms(
@@ -64,5 +66,5 @@ class DigitsMethod(NumberMethod):
             loss = loss + inputs.config.ntl_weight * ntl
         return {"loss": loss, "number_loss": None, "ntl_loss": ntl, "aggregate_loss": aux}
 
-    def suppressed_ids(self, config: Any) -> list[int]:
+    def suppressed_ids(self, config: NumberSettings) -> list[int]:
         return [config.agg_token_id] if config.aggregate else []  # [AGG] is the aggregate of digits that follow it

@@ -52,8 +52,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from numadapter.config import NumberAdapterConfig
+from numadapter.methods.base import NumberSettings
 from numadapter.numbers import ExactNumber
+
+__all__ = [
+    "FoNEEmbedding",
+    "digits_to_strings",
+    "fone_decode",
+    "fone_feature_size",
+    "fone_features",
+    "fone_features_from_digits",
+]
 
 
 def _check_layout(int_digits: int, frac_digits: int, bases: Sequence[int]) -> tuple[int, ...]:
@@ -317,7 +326,7 @@ class FoNEEmbedding(nn.Module):
     ``num_mask == 0`` are returned bit-exactly unchanged.
     """
 
-    def __init__(self, hidden_size: int, config: NumberAdapterConfig) -> None:
+    def __init__(self, hidden_size: int, config: NumberSettings) -> None:
         super().__init__()
         if not isinstance(hidden_size, int) or hidden_size < 1:
             raise ValueError(f"`hidden_size` must be a positive integer, got {hidden_size!r}.")

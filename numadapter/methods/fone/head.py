@@ -17,9 +17,9 @@ Target (config ``fone_head_target``)
     answer's exact FoNE feature ``phi(y, 10^(i+1))`` (``y mod 10^(i+1) = 10^i (d_i + f_i)``). Training uses the
     target's lower digits for ``f_i`` (teacher forcing, `FoNEDigitHead.target_logits`); prediction decodes the
     lowest place first and takes ``f_i`` from the digits already decoded (`FoNEDigitHead.forward`), the carry-aware
-    inversion of Lemmas 3.3 / 3.4 (`numadapter.encodings.fone.fone_decode`), which tolerates an angle error of half a
-    digit at every place. Why: the feature of ``a + b`` is the rotation of ``a``'s by ``b``'s, a smooth function of
-    the inputs, while the paper's digit jumps at every carry boundary (``19.999`` has tens digit 1, ``20.000`` 2).
+    inversion of Lemmas 3.3 / 3.4 (`numadapter.methods.fone.embedding.fone_decode`), which tolerates an angle error of
+    half a digit at every place. Why: the feature of ``a + b`` is the rotation of ``a``'s by ``b``'s, a smooth function
+    of the inputs, while the paper's digit jumps at every carry boundary (``19.999`` has tens digit 1, ``20.000`` 2).
 
 Layout
     The head forms ``2P`` numbers ``v`` (``P = m + n``): a learned projection ``H -> 2P``
@@ -70,7 +70,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from numadapter.config import NumberAdapterConfig
+from numadapter.methods.base import NumberSettings
 from numadapter.methods.context import ContextNumbers
 from numadapter.methods.fone.embedding import digits_to_strings, fone_features_from_digits, lower_fractions
 
@@ -137,7 +137,7 @@ class FoNEDigitHead(nn.Module):
         config: uses ``int_digits``, ``frac_digits``, ``fone_head_input``, ``fone_head_target`` and ``sign_policy``.
     """
 
-    def __init__(self, hidden_size: int, config: NumberAdapterConfig) -> None:
+    def __init__(self, hidden_size: int, config: NumberSettings) -> None:
         super().__init__()
         if not isinstance(hidden_size, int) or hidden_size < 1:
             raise ValueError(f"`hidden_size` must be a positive integer, got {hidden_size!r}.")

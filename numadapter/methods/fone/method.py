@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from numadapter.methods.base import HeadReading, LossInputs, NumberMethod
+from numadapter.methods.base import GeneratedNumber, HeadReading, LossInputs, NumberMethod, NumberSettings
 
 
 def fone_ntl(inputs: LossInputs) -> torch.Tensor:
@@ -32,10 +32,12 @@ def fone_ntl(inputs: LossInputs) -> torch.Tensor:
 class FoNEMethod(NumberMethod):
     """The FoNE number method (see the module docstring)."""
 
-    def fields(self, config: Any) -> tuple[str, ...]:
+    def fields(self, config: NumberSettings) -> tuple[str, ...]:
         return ("digits", "sign") if config.sign_policy == "feature" else ("digits",)
 
-    def build_modules(self, config: Any, hidden_size: int, model_config: Any) -> tuple[nn.Module, nn.Module]:
+    def build_modules(
+        self, config: NumberSettings, hidden_size: int, model_config: Any
+    ) -> tuple[nn.Module, nn.Module]:
         from numadapter.methods.fone.embedding import FoNEEmbedding
         from numadapter.methods.fone.head import FoNEDigitHead
 
@@ -50,7 +52,7 @@ class FoNEMethod(NumberMethod):
     def init_from_row(self, embedding: nn.Module | None, head: nn.Module | None, rms: float) -> None:
         embedding.reset_scale(rms)
 
-    def lm_ntl(self, config: Any) -> bool:
+    def lm_ntl(self, config: NumberSettings) -> bool:
         return False  # the digit head carries the NTL (`head_ntl`); [NUM] is not a digit token
 
     def report(self, head: nn.Module, outputs: Any) -> dict[str, torch.Tensor | None]:
@@ -65,7 +67,7 @@ class FoNEMethod(NumberMethod):
     def head_ntl(self, inputs: LossInputs) -> torch.Tensor:
         return fone_ntl(inputs)
 
-    def predict(self, config: Any, head: nn.Module, outputs: list[Any]) -> HeadReading:
+    def predict(self, config: NumberSettings, head: nn.Module, outputs: list[Any]) -> HeadReading:
         from numadapter.methods.fone.head import DigitHeadOutput
 
         logits = torch.cat([out.digit_logits[:, -1] for out in outputs])  # (N, P, 10)
@@ -79,9 +81,9 @@ class FoNEMethod(NumberMethod):
         return HeadReading(digits=digits, sign=sign, values=values)
 
     def read_numbers(
-        self, config: Any, head: nn.Module, digits: list[list[int]] | None, signs: list[int], values: list[float]
-    ) -> list[Any]:
-        from numadapter.generation.readout import GeneratedNumber
+        self, config: NumberSettings, head: nn.Module, digits: list[list[int]] | None, signs: list[int],
+        values: list[float],
+    ) -> list[GeneratedNumber]:  # fmt: skip
         from numadapter.methods.fone.head import FoNEDigitHead
         from numadapter.numbers import ExactNumber
 

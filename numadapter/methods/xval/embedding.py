@@ -28,7 +28,10 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
+from numadapter.methods.base import NumberSettings
 from numadapter.numbers import NumberOutOfRangeError
+
+__all__ = ["XValEmbedding", "denormalize", "fit_normalization", "normalize", "resolve_xval_form", "xval_in_range"]
 
 XVAL_FORMS = ("affine", "multiplicative")
 NORMALIZATION_METHODS = ("absmax", "standard")
@@ -85,8 +88,8 @@ def _range_error(
     return NumberOutOfRangeError(
         f"xVal value {value!r} normalises to {z!r} = ({value!r} - xval_center={center!r}) / xval_scale={scale!r}, "
         f"outside [-xval_clip, xval_clip] = [-{clip!r}, {clip!r}]{more}. Fit `xval_center`/`xval_scale` on your data "
-        f"with numadapter.encodings.xval.fit_normalization, raise `xval_clip`, or set out_of_range='text' so the "
-        f"tokenizer keeps such numbers as text."
+        f"with numadapter.methods.xval.embedding.fit_normalization, raise `xval_clip`, or set out_of_range='text' so "
+        f"the tokenizer keeps such numbers as text."
     )
 
 
@@ -203,7 +206,7 @@ def denormalize(values: Tensor | Sequence[float] | float, center: float, scale: 
     return _as_float64(values) * scale + center
 
 
-def xval_in_range(value: Any, config: Any) -> bool:
+def xval_in_range(value: Any, config: NumberSettings) -> bool:
     """Whether a number can be xVal-encoded under `config` (the tokenizer's test before emitting [NUM]).
 
     The decision is made on exactly what the model will see: the value rounded to float64, then to float32 (as
@@ -300,13 +303,13 @@ class XValEmbedding(nn.Module):
             needs the model config.
     """
 
-    def __init__(self, hidden_size: int, config: Any, form: str | None = None) -> None:
+    def __init__(self, hidden_size: int, config: NumberSettings, form: str | None = None) -> None:
         super().__init__()
         form = config.xval_form if form is None else form
         if form == "auto":
             raise ValueError(
                 "XValEmbedding needs a concrete form, got xval_form='auto': resolve it first with "
-                "numadapter.encodings.xval.resolve_xval_form(config.xval_form, model.config)."
+                "numadapter.methods.xval.embedding.resolve_xval_form(config.xval_form, model.config)."
             )
         if form not in XVAL_FORMS:
             raise ValueError(f"`xval_form` must be one of {list(XVAL_FORMS)} (or 'auto'), got {form!r}.")

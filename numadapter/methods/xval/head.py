@@ -15,12 +15,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from decimal import ROUND_HALF_EVEN, Decimal, localcontext
-from typing import Any, Literal
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from numadapter.methods.base import NumberSettings
 from numadapter.methods.xval.embedding import denormalize, normalize
 
 
@@ -36,7 +37,7 @@ class RegressionHead(nn.Module):
             ``xval_scale``, ``xval_clip``, ``frac_digits``).
     """
 
-    def __init__(self, hidden_size: int, config: Any) -> None:
+    def __init__(self, hidden_size: int, config: NumberSettings) -> None:
         super().__init__()
         if not (isinstance(hidden_size, int) and hidden_size > 0):
             raise ValueError(f"`hidden_size` must be a positive integer, got {hidden_size!r}.")

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from numadapter.methods.base import HeadReading, LossInputs, NumberMethod
+from numadapter.methods.base import GeneratedNumber, HeadReading, LossInputs, NumberMethod, NumberSettings
 
 # Config fields the tokenizer applies (the range test) and the model reads (the normalisation).
 XVAL_FIELDS = ("xval_center", "xval_scale", "xval_clip")
@@ -19,16 +19,16 @@ XVAL_FIELDS = ("xval_center", "xval_scale", "xval_clip")
 class XValMethod(NumberMethod):
     """The xVal number method (see the module docstring)."""
 
-    def fields(self, config: Any) -> tuple[str, ...]:
+    def fields(self, config: NumberSettings) -> tuple[str, ...]:
         return ("values",)
 
-    def matched_fields(self, config: Any) -> tuple[str, ...]:
+    def matched_fields(self, config: NumberSettings) -> tuple[str, ...]:
         return XVAL_FIELDS
 
-    def accepts(self, value: float, config: Any) -> bool:
+    def accepts(self, value: float, config: NumberSettings) -> bool:
         return abs((value - config.xval_center) / config.xval_scale) <= config.xval_clip
 
-    def range_error(self, value: float, config: Any) -> str:
+    def range_error(self, value: float, config: NumberSettings) -> str:
         z = abs((value - config.xval_center) / config.xval_scale)
         return (
             f"normalises to |(x - xval_center) / xval_scale| = {z:.6g}"
@@ -36,18 +36,20 @@ class XValMethod(NumberMethod):
             "or set out_of_range='text'."
         )
 
-    def mostly_text_warning(self, config: Any, refused: Sequence[str], total: int) -> str | None:
+    def mostly_text_warning(self, config: NumberSettings, refused: Sequence[str], total: int) -> str | None:
         center, scale, clip = config.xval_center, config.xval_scale, config.xval_clip
         carried = "|x|" if config.sign_policy == "text" else "x"
         return (
             f"xVal left {len(refused)} of the {total} numbers of a batch as text (e.g. {refused[0]!r}): with "
             f"xval_center={center:g}, xval_scale={scale:g}, xval_clip={clip:g} a [NUM] carries only {carried} in "
             f"[{center - clip * scale:g}, {center + clip * scale:g}] (|(x - xval_center) / xval_scale| <= xval_clip). "
-            "Fit xval_center and xval_scale to your numbers (numadapter.encodings.xval.fit_normalization) or raise "
-            "xval_scale; out_of_range='error' raises instead. This warning is shown once per NumberTokenizer."
+            "Fit xval_center and xval_scale to your numbers (numadapter.methods.xval.embedding.fit_normalization) or "
+            "raise xval_scale; out_of_range='error' raises instead. This warning is shown once per NumberTokenizer."
         )
 
-    def build_modules(self, config: Any, hidden_size: int, model_config: Any) -> tuple[nn.Module, nn.Module]:
+    def build_modules(
+        self, config: NumberSettings, hidden_size: int, model_config: Any
+    ) -> tuple[nn.Module, nn.Module]:
         from numadapter.methods.xval.embedding import XValEmbedding, resolve_xval_form
         from numadapter.methods.xval.head import RegressionHead
 
@@ -66,7 +68,7 @@ class XValMethod(NumberMethod):
         summed = inputs.head.loss(inputs.outputs, inputs.plan.targets.values[b, t], reduction="sum")  # (N,) preds
         return summed / inputs.denom
 
-    def predict(self, config: Any, head: nn.Module, outputs: list[torch.Tensor]) -> HeadReading:
+    def predict(self, config: NumberSettings, head: nn.Module, outputs: list[torch.Tensor]) -> HeadReading:
         values = torch.cat([head.predict(out[:, -1]) for out in outputs]).to(torch.float64)  # (N,)
         sign = torch.ones_like(values, dtype=torch.long)
         if config.sign_policy == "feature":
@@ -74,9 +76,9 @@ class XValMethod(NumberMethod):
         return HeadReading(digits=None, sign=sign, values=values)
 
     def read_numbers(
-        self, config: Any, head: nn.Module, digits: list[list[int]] | None, signs: list[int], values: list[float]
-    ) -> list[Any]:
-        from numadapter.generation.readout import GeneratedNumber
+        self, config: NumberSettings, head: nn.Module, digits: list[list[int]] | None, signs: list[int],
+        values: list[float],
+    ) -> list[GeneratedNumber]:  # fmt: skip
         from numadapter.methods.xval.embedding import xval_in_range
 
         out = []
@@ -85,7 +87,7 @@ class XValMethod(NumberMethod):
             out.append(GeneratedNumber(value=value, text=text, feedable=xval_in_range(value, config)))
         return out
 
-    def feedback_error(self, config: Any, value: Any) -> str:
+    def feedback_error(self, config: NumberSettings, value: Any) -> str:
         z = (value - config.xval_center) / config.xval_scale if math.isfinite(value) else value
         return (
             f"the xVal head predicted {value!r}, which normalises to {z!r} = (value - xval_center="

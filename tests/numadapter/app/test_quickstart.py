@@ -1,4 +1,4 @@
-"""numadapter.app.quickstart: the addition data, and the whole quick start in its --tiny mode (a smoke run, < 60 s)."""
+"""numadapter.app.quickstart: the whole quick start in its --tiny mode (a smoke run, < 60 s) and its options."""
 
 from __future__ import annotations
 
@@ -8,26 +8,7 @@ import re
 import pytest
 
 from numadapter.app import cli
-from numadapter.app.quickstart import addition_examples, arithmetic_examples, run_quickstart
-
-
-def test_addition_examples_are_exact_and_cover_the_digit_range():
-    rows = addition_examples(400, 3, 4, seed=7)
-    lengths = set()
-    for row in rows:
-        match = re.fullmatch(r"(\d+) \+ (\d+) =", row["prompt"])
-        a, b = int(match.group(1)), int(match.group(2))
-        assert row["completion"] == " " + str(a + b)
-        lengths.update({len(match.group(1)), len(match.group(2))})
-    assert lengths == {3, 4}
-    assert addition_examples(400, 3, 4, seed=7) == rows and addition_examples(400, 3, 4, seed=8) != rows
-    seen = {row["prompt"] for row in rows[:200]}
-    held_out = addition_examples(50, 3, 4, seed=7, exclude=seen)
-    assert not seen & {row["prompt"] for row in held_out}
-    with pytest.raises(ValueError, match="min_digits=5, max_digits=4"):
-        addition_examples(1, 5, 4)
-    with pytest.raises(ValueError, match="`operator` must be '\\+' or '-', got '\\*'"):
-        arithmetic_examples(1, "*")
+from numadapter.app.quickstart import run_quickstart
 
 
 def test_tiny_quickstart_runs_end_to_end_and_prints_what_it_measured(tmp_path):
@@ -106,7 +87,8 @@ def test_a_time_budget_stops_training_and_scores_quarters_of_it(tmp_path):
 
 
 def test_summary_reads_the_measured_numbers():
-    from numadapter.app.quickstart import FULL, REAL, Result, summary
+    from numadapter.app.quickstart import REAL, Result, summary
+    from numadapter.testing.tiny_base import FULL
 
     def result(name, seconds, em, mae, steps=2000):
         before = {"exact_match": 0.0, "mae": 5000.0}

@@ -14,7 +14,6 @@ from helpers.paths import ROOT
 from transformers import Seq2SeqTrainingArguments
 from trl import SFTConfig
 
-from numadapter.app import toy
 from numadapter.app.recipe import (
     DataSettings,
     ModelSettings,
@@ -24,8 +23,9 @@ from numadapter.app.recipe import (
     validate_recipe,
 )
 from numadapter.config import NumberAdapterConfig
-from numadapter.encodings.xval import XValEmbedding
-from numadapter.heads.regression import RegressionHead
+from numadapter.methods.xval.embedding import XValEmbedding
+from numadapter.methods.xval.head import RegressionHead
+from numadapter.testing import toy
 from numadapter.tokenization import NumberTokenizer
 
 ALL_YAML = sorted(glob.glob(os.path.join(ROOT, "recipes", "**", "*.yaml"), recursive=True))

@@ -8,8 +8,8 @@ import torch
 from trl import SFTConfig
 
 import numadapter
-from numadapter.answer_format import answer_number_position, check_answer_format
-from numadapter.collator import NumberDataCollator
+from numadapter.data.answer_format import answer_number_position, check_answer_format
+from numadapter.data.collator import NumberDataCollator
 
 NUM, EOS, PAD = 7, 2, 0
 
@@ -76,7 +76,7 @@ def test_head_batches_give_the_models_loss_on_the_cut_prompt(tmp_path):
     from helpers.quickstart_specs import SMALL_SPEC as SPEC
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from numadapter.app.quickstart import build_tiny_base
+    from numadapter.testing.tiny_base import build_tiny_base
 
     path = str(tmp_path / "base")
     build_tiny_base(path, SPEC, seed=0, print_fn=lambda line: None)

@@ -14,14 +14,14 @@ from helpers.strategies import TEXT
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-import numadapter.collator
-from numadapter.app import toy
-from numadapter.collator import NumberDataCollator, safe_slice
+import numadapter.data.collator
 from numadapter.config import NumberAdapterConfig
 from numadapter.data import detect_format, prepare_dataset
+from numadapter.data.collator import NumberDataCollator, safe_slice
 from numadapter.numbers import find_numbers
+from numadapter.schema import dense_rows
+from numadapter.testing import toy
 from numadapter.tokenization import NumberTokenizer
-from numadapter.wire import dense_rows
 
 SIDES = ("num_mask", "num_digits", "num_sign", "num_values")
 
@@ -45,7 +45,7 @@ def tokens(ntok: NumberTokenizer, ids) -> list[str]:
 
 
 def test_docstring_example():
-    result = doctest.testmod(numadapter.collator)
+    result = doctest.testmod(numadapter.data.collator)
     assert result.attempted >= 8 and result.failed == 0
 
 

@@ -16,8 +16,8 @@ from helpers.strategies import TEXT  # random texts of words and numbers (signs,
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from numadapter.collator import NumberDataCollator
 from numadapter.data import number_groups, prepare_dataset
+from numadapter.data.collator import NumberDataCollator
 from numadapter.training.packing import PackedCollator, pack_examples
 
 CAUSAL = [name for name, case in pc.COMPARED.items() if not case.get("seq2seq")]

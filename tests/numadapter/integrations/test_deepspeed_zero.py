@@ -52,7 +52,7 @@ def partition(model: LlamaForCausalLM, tie: bool) -> None:
 
 @pytest.fixture(scope="module")
 def tokenizer(tmp_path_factory):
-    from numadapter.app import toy
+    from numadapter.testing import toy
 
     return toy.build_tokenizer("digits", tmp_path_factory.mktemp("tok"))
 

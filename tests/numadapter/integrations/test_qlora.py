@@ -46,7 +46,7 @@ ZERO3 = {"zero_optimization": {"stage": 3, "stage3_gather_16bit_weights_on_model
 def paths(tmp_path_factory):
     from helpers import tiny
 
-    from numadapter.app import toy
+    from numadapter.testing import toy
 
     root = tmp_path_factory.mktemp("qlora")
     tokenizer = toy.build_tokenizer("digits", root / "tok")

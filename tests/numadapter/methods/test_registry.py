@@ -28,7 +28,7 @@ from numadapter.methods import (
 )
 from numadapter.tokenization import NumberTokenizer
 from numadapter.training.sft import NumberSFTTrainer
-from numadapter.wire import needed_fields
+from numadapter.tuner.inputs import needed_fields
 
 
 @pytest.fixture

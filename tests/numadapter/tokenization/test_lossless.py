@@ -15,9 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from numadapter.app import toy
 from numadapter.config import NumberAdapterConfig
 from numadapter.numbers import ExactNumber, find_numbers
+from numadapter.testing import toy
 from numadapter.tokenization import NumberTokenizer
 
 ENCODINGS = {

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from numadapter.app import toy
 from numadapter.config import NumberAdapterConfig
+from numadapter.testing import toy
 from numadapter.tokenization import NumberTokenizer
 from numadapter.tokenization.notes import decoding, texts_in_scope, texts_of
 

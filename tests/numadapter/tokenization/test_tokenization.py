@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
-from numadapter.app import toy
 from numadapter.config import NumberAdapterConfig
 from numadapter.numbers import ExactNumber, NumberOutOfRangeError
+from numadapter.testing import toy
 from numadapter.tokenization import CONFIG_NAME, NumberTokenizer, render_number
 
 KINDS = toy.TOKENIZER_KINDS
@@ -292,7 +292,7 @@ def test_marker_token_is_added_once(tmp_path):
 
 def test_config_bound_to_another_tokenizer_is_refused(tmp_path):
     tok = toy.build_tokenizer("t5", tmp_path)
-    with pytest.raises(ValueError, match="num_token_id=5 but this tokenizer gives 700"):
+    with pytest.raises(ValueError, match=r"^NumberTokenizer: .*\(num_token_id: tokenizer 700, adapter config 5\)"):
         NumberTokenizer(tok, NumberAdapterConfig(encoding="fone", num_token_id=5))
 
 

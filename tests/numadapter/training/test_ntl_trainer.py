@@ -15,7 +15,7 @@ from peft import LoraConfig
 from transformers import TrainerCallback, TrainerControl, TrainerState
 from trl import SFTConfig, SFTTrainer
 
-from numadapter.app import toy
+from numadapter.testing import toy
 from numadapter.training.callbacks import NumberLossCallback, ntl_loss_func
 
 DIGITS = "0123456789"

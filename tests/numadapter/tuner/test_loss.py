@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from helpers.adapter_cases import Case, Store, build, make_batch
 
-from numadapter.encodings.aggregate import aggregate_loss
+from numadapter.methods.aggregate.embedding import aggregate_loss
 from numadapter.ntl import NTLoss, digit_ntl
 from numadapter.tuner.patches import base_weight
 

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import torch
 
-from numadapter.encodings.aggregate import aggregate_aux_loss
+from numadapter.methods.aggregate.embedding import aggregate_aux_loss
 from numadapter.tuner.loss import ItemCounts, aggregate_term, count_aggregate_numbers, split_counts
 
 DIGITS = list(range(10, 20))  # token id of digit k: 10 + k

@@ -42,7 +42,11 @@ OTHER_CASES.append(Case("qwen2", "fone", True))
 # sign head H -> 2 with bias (64 * 2 + 2); the context head's coefficients H -> 3K with bias, K = 4 numbers
 # (64 * 12 + 12). xval (affine): direction H; head H -> 32 -> 1 with biases
 # (xval_head_hidden=32).
-NUMBER_PARAMS = {"fone": 13 * 64 + (64 * 12 + 12) + (64 * 2 + 2) + (64 * 12 + 12), "xval": 64 + (64 * 32 + 32) + (32 + 1), "digits": 0}
+NUMBER_PARAMS = {
+    "fone": 13 * 64 + (64 * 12 + 12) + (64 * 2 + 2) + (64 * 12 + 12),
+    "xval": 64 + (64 * 32 + 32) + (32 + 1),
+    "digits": 0,
+}
 NUMBER_KEYS = {
     "fone": ["embedding.proj.weight", "head.proj.weight", "head.proj.bias", "head.sign_proj.weight",
              "head.sign_proj.bias", "head.coefficients.weight", "head.coefficients.bias"],

@@ -23,7 +23,8 @@ from trl import SFTConfig
 
 import numadapter
 from numadapter import NumberAdapterConfig, NumberTokenizer
-from numadapter.app.quickstart import addition_examples, build_tiny_base
+from numadapter.data.arithmetic import addition_examples
+from numadapter.testing.tiny_base import build_tiny_base
 
 CONTEXTS = ["682 + 361 = 1015", "I have 3"]  # trained: EOS after the answer; " apples." after "I have N"
 

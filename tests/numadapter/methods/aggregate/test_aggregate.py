@@ -1,4 +1,5 @@
-"""Tests for numadapter.encodings.aggregate (eq. 1 weights, [AGG] embedding, auxiliary loss) and half precision."""
+"""Tests for numadapter.methods.aggregate.embedding (eq. 1 weights, [AGG] embedding, auxiliary loss) and half
+precision."""
 
 from __future__ import annotations
 
@@ -10,14 +11,14 @@ import torch
 import torch.nn.functional as F
 
 from numadapter.config import NumberAdapterConfig
-from numadapter.encodings.aggregate import (
+from numadapter.methods.aggregate.embedding import (
     AggregateEmbedding,
     aggregate_aux_loss,
     aggregate_loss,
     aggregation_weights,
 )
-from numadapter.encodings.xval import XValEmbedding
-from numadapter.heads.regression import RegressionHead
+from numadapter.methods.xval.embedding import XValEmbedding
+from numadapter.methods.xval.head import RegressionHead
 
 
 def digits_config(**kwargs) -> NumberAdapterConfig:

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from numadapter.config import NumberAdapterConfig
-from numadapter.encodings.fone import (
+from numadapter.methods.fone.embedding import (
     FoNEEmbedding,
     fone_decode,
     fone_feature_size,

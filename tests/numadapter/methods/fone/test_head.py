@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from numadapter.config import NumberAdapterConfig
-from numadapter.heads.digit import DigitHeadOutput, FoNEDigitHead
+from numadapter.methods.fone.head import DigitHeadOutput, FoNEDigitHead
 
 TWO_PI = 2 * math.pi
 
@@ -184,7 +184,7 @@ def _rotated(features: torch.Tensor, degrees: float) -> torch.Tensor:
 
 
 def test_feature_target_decodes_exact_features_across_carry_boundaries():
-    from numadapter.encodings.fone import fone_features
+    from numadapter.methods.fone.embedding import fone_features
 
     # 1519.999 is a sum the paper's target gets wrong: its features at period 100 point at 19.999 / 100, nearest to
     # digit 2, while the tens digit is 1; the carry-aware read subtracts the lower digits' 0.9999 first

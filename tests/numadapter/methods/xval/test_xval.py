@@ -1,4 +1,5 @@
-"""Tests for numadapter.encodings.xval (normalisation, XValEmbedding, form resolution) and the xVal RegressionHead."""
+"""Tests for numadapter.methods.xval.embedding (normalisation, XValEmbedding, form resolution) and the xVal
+RegressionHead."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from transformers import BertConfig, GPT2Config, GraniteConfig, LlamaConfig, Mis
 from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
 from numadapter.config import NumberAdapterConfig
-from numadapter.encodings.xval import (
+from numadapter.methods.xval.embedding import (
     XValEmbedding,
     denormalize,
     fit_normalization,
@@ -19,7 +20,7 @@ from numadapter.encodings.xval import (
     resolve_xval_form,
     xval_in_range,
 )
-from numadapter.heads.regression import RegressionHead
+from numadapter.methods.xval.head import RegressionHead
 from numadapter.numbers import NumberOutOfRangeError
 
 

@@ -1,12 +1,14 @@
-"""`numadapter.wire`: one tokenizer <-> adapter config check, the same at every entry point.
+"""`numadapter.tokenization.matching`: one tokenizer <-> adapter config check, the same at every entry point.
 
 Each field that must agree is changed on the tokenizer's side alone; export, generation, the trainers and
 `get_peft_model` must each name it with both values. ``aggregate`` is the case the trainer used to let through.
+`NumberTokenizer` runs the same check when it is built around a config already bound to token ids.
 """
 
 from __future__ import annotations
 
 import copy
+import re
 
 import datasets
 import pytest
@@ -17,7 +19,7 @@ from numadapter import NumberSFTTrainer, export_merged, generate
 from numadapter.config import NumberAdapterConfig
 from numadapter.mapping import get_peft_model
 from numadapter.tokenization import NumberTokenizer
-from numadapter.wire import IGNORE_INDEX, NumberInputs, NumberTargets, tokenizer_mismatches
+from numadapter.tokenization.matching import tokenizer_mismatches
 
 FONE = {"encoding": "fone"}
 XVAL = {"encoding": "xval", "sign_policy": "feature", "xval_scale": 10.0}
@@ -44,7 +46,7 @@ ENTRY_POINTS = ["export_merged", "numadapter.generate", "the number trainer", "g
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> Store:
-    return Store(str(tmp_path_factory.mktemp("wire")))
+    return Store(str(tmp_path_factory.mktemp("matching")))
 
 
 def adapter(store: Store, settings: dict):
@@ -119,19 +121,22 @@ def test_mismatches_list_every_field_with_both_values(store):
                                                 "sign_policy": ("feature", "text")}  # fmt: skip
 
 
-def test_the_schema_is_importable_where_it_was():
-    import numadapter.answer_format
-    import numadapter.collator
-    import numadapter.training.callbacks
-    import numadapter.tuner.alignment
-    import numadapter.tuner.side_buffer
-
-    for module in (
-        numadapter.collator,
-        numadapter.answer_format,
-        numadapter.training.callbacks,
-        numadapter.tuner.alignment,
+@pytest.mark.parametrize("field", ["num_token_id", "digit_token_ids"])
+def test_a_number_tokenizer_refuses_a_config_bound_to_another_tokenizer(store, field):
+    """A saved adapter's config carries the ids of its tokenizer: a NumberTokenizer around another tokenizer is
+    refused by the same check, naming the field with both values (the digit ids were not compared here before)."""
+    config = adapter(store, FONE).peft_config["default"]  # bound: [NUM] and the digit ids of the "digits" tokenizer
+    tokenizer = store.tokenizer("digits")  # a fresh copy
+    digits = [tokenizer.convert_tokens_to_ids(d) for d in "0123456789"]
+    if field == "num_token_id":
+        tokenizer.add_tokens([EXTRA])  # this tokenizer's [NUM] gets the next id
+        ours, theirs = len(tokenizer), config.num_token_id
+    else:
+        config = copy.deepcopy(config)
+        config.digit_token_ids = digits[::-1]
+        ours, theirs = digits, digits[::-1]
+    expected = f"on ['{field}'] ({field}: tokenizer {ours}, adapter config {theirs})"
+    with pytest.raises(
+        ValueError, match=r"^NumberTokenizer: the NumberTokenizer does not match .*" + re.escape(expected)
     ):
-        assert module.IGNORE_INDEX == IGNORE_INDEX == -100
-    assert numadapter.tuner.side_buffer.NumberInputs is NumberInputs
-    assert numadapter.tuner.alignment.NumberTargets is NumberTargets
+        NumberTokenizer(tokenizer, config)

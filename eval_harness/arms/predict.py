@@ -1,11 +1,11 @@
-"""Reading answers off a trained model: the prediction paths of `eval_harness.methods`.
+"""Reading answers off a trained model: the prediction paths of `eval_harness.arms`.
 
 - FoNE head (``fone_head``): one forward pass over the prompts; at the last prompt position t (the ``=``), whose next
   token is the answer's [NUM], the digit head scores every place (hidden state t predicts token t+1, docs/DESIGN.md,
   "One function owns each alignment") and the argmax digits are the answer (FoNE Definition 3.8), rendered exactly
-  (`numadapter.encodings.digits_to_strings`). This is what numadapter's decode loop computes for a generated
-  [NUM]; it skips the step that picks the [NUM] token itself, so it is used only when every answer is a single [NUM]
-  (checked), otherwise the generate path runs, with a warning and the reason in `Predictions.path`.
+  (`numadapter.methods.fone.embedding.digits_to_strings`). This is what numadapter's decode loop computes for a
+  generated [NUM]; it skips the step that picks the [NUM] token itself, so it is used only when every answer is a
+  single [NUM] (checked), otherwise the generate path runs, with a warning and the reason in `Predictions.path`.
 - xVal head (``xval_head``): the same position, the regression head's denormalised value.
 - ``generate``: greedy decoding (plain: ``model.generate``; numadapter: `numadapter.generation.generate`), the
   completion text is the prediction (its first number is the answer, `eval_harness.metrics.parse_number`).
@@ -20,11 +20,11 @@ from decimal import ROUND_HALF_UP, Decimal
 import torch
 from tqdm.auto import tqdm
 
-from eval_harness.methods import Method
-from eval_harness.methods.encode import EncodedSet
-from eval_harness.methods.models import Built
+from eval_harness.arms import Method
+from eval_harness.arms.encode import EncodedSet
+from eval_harness.arms.models import Built
 from eval_harness.tasks.base import canonical_number
-from numadapter.encodings import digits_to_strings
+from numadapter.methods.fone.embedding import digits_to_strings
 
 
 @dataclass

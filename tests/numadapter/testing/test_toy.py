@@ -1,5 +1,5 @@
-"""Checks of the tiny test tokenizers (`numadapter.app.toy`) and models (`tests/helpers/tiny.py`) the other tests build
-on."""
+"""Checks of the tiny test tokenizers (`numadapter.testing.toy`) and models (`tests/helpers/tiny.py`) the other tests
+build on."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 import torch
 from helpers import tiny
 
-from numadapter.app import toy
+from numadapter.testing import toy
 
 
 @pytest.fixture(scope="module")

@@ -21,8 +21,9 @@ forms:
   number, the spans of ``number_group``; None when unknown). T5 targets use the ``labels_`` prefix. The collator
   densifies them (`dense_rows`) and still accepts dense rows.
 
-`check_tokenizer_matches` is the one check that a `NumberTokenizer` and an adapter config agree; export,
-generation, the trainers and `numadapter.get_peft_model` call it.
+This module holds names, containers and row conversions only, and imports nothing of numadapter, so that every
+other module (the method interface included) can take its types from here. Whether a tokenizer agrees with an
+adapter config is `numadapter.tokenization.matching`.
 """
 
 from __future__ import annotations
@@ -51,12 +52,9 @@ __all__ = [
     "EncodedNumber",
     "NumberInputs",
     "NumberTargets",
-    "check_tokenizer_matches",
     "dense_rows",
     "is_sparse",
-    "needed_fields",
     "sparse_rows",
-    "tokenizer_mismatches",
 ]
 
 IGNORE_INDEX = -100  # the label of a position that is not trained (transformers' and torch's convention)
@@ -76,17 +74,6 @@ NUMBER_KWARGS = tuple(prefix + field for prefix in PREFIXES.values() for field i
 POSITIONS_FIELD = "number_positions"
 SPAN_FIELD = "number_spans"
 SPARSE_FIELDS = (POSITIONS_FIELD, "number_digits", "number_sign", "number_values")
-
-
-def needed_fields(config: Any) -> tuple[str, ...]:
-    """The number tensors (short names, e.g. ``"digits"``) the model reads besides ``mask`` for `config`.
-
-    Asked of the encoding's number method (`numadapter.methods.NumberMethod.fields`): fone reads the digits (and the
-    sign with ``sign_policy="feature"``), xval the values, digits + aggregate the digits.
-    """
-    from numadapter.methods.registry import get_method
-
-    return tuple(get_method(config).fields(config))
 
 
 # -- containers -------------------------------------------------------------------------------------------------------
@@ -146,70 +133,6 @@ class NumberTargets:
     digits: torch.Tensor | None
     sign: torch.Tensor | None
     values: torch.Tensor | None
-
-
-# -- tokenizer <-> config -------------------------------------------------------------------------------------------
-# Config fields the side tensors depend on: the tokenizer writes them, the model's modules read them.
-MATCHED_FIELDS = ("encoding", "int_digits", "frac_digits", "aggregate", "sign_policy")
-# Token ids the config records when it is bound to a tokenizer (compared once the config has them).
-MATCHED_IDS = ("num_token_id", "agg_token_id", "digit_token_ids")
-
-
-def tokenizer_mismatches(ntok: Any, config: Any) -> dict[str, tuple[Any, Any]]:
-    """``{field: (tokenizer's value, config's value)}`` for every field on which `ntok` and `config` disagree.
-
-    Compared: `MATCHED_FIELDS`, the method's own `NumberMethod.matched_fields` when both use the same encoding (the
-    xVal normalisation), and the token ids of `MATCHED_IDS` where the config has one (a config not yet bound to a
-    tokenizer has None there).
-    """
-    from numadapter.methods.registry import get_method
-
-    mine = ntok.config
-    same = mine.encoding == config.encoding
-    fields = MATCHED_FIELDS + (tuple(get_method(config).matched_fields(config)) if same else ())
-    differ = {name: (getattr(mine, name), getattr(config, name)) for name in fields}
-    differ = {name: pair for name, pair in differ.items() if pair[0] != pair[1]}
-    for name in MATCHED_IDS:
-        theirs, ours = getattr(config, name, None), getattr(ntok, name, None)
-        if theirs is not None and (list(ours) if isinstance(ours, Sequence) else ours) != (
-            list(theirs) if isinstance(theirs, Sequence) else theirs
-        ):
-            differ[name] = (ours, theirs)
-    return differ
-
-
-def check_tokenizer_matches(ntok: Any, config: Any, where: str, argument: str = "number_tokenizer") -> None:
-    """Raises unless `ntok` is a `NumberTokenizer` whose number settings and token ids agree with `config`.
-
-    Args:
-        ntok: the tokenizer given to `where`.
-        config: the adapter's `NumberAdapterConfig`.
-        where: the entry point, named in the error (``"export_merged"``, ``"numadapter.generate"``, ...).
-        argument: the name of `ntok`'s argument there.
-
-    Raises:
-        TypeError: `ntok` is not a `NumberTokenizer` (an object with a `NumberAdapterConfig` as ``config`` and a
-            wrapped ``tokenizer``).
-        ValueError: a field disagrees; the message names each field with both values, and the fix.
-    """
-    from numadapter.config import NumberAdapterConfig  # not NumberTokenizer: tokenization imports this module
-
-    if not isinstance(getattr(ntok, "config", None), NumberAdapterConfig) or not hasattr(ntok, "tokenizer"):
-        raise TypeError(
-            f"{where}: `{argument}` must be a numadapter NumberTokenizer, got {type(ntok).__name__}: build it with "
-            "NumberTokenizer(tokenizer, config) using the adapter's config."
-        )
-    differ = tokenizer_mismatches(ntok, config)
-    if differ:
-        listed = "; ".join(
-            f"{name}: tokenizer {ours!r}, adapter config {theirs!r}" for name, (ours, theirs) in differ.items()
-        )
-        raise ValueError(
-            f"{where}: the NumberTokenizer does not match the adapter config on {sorted(differ)} ({listed}): the "
-            "numbers would be encoded one way and read another. Build the NumberTokenizer with the adapter's config "
-            "(NumberTokenizer(tokenizer, model.peft_config[adapter_name])) or load the one saved with the adapter "
-            "(NumberTokenizer.from_pretrained(adapter_dir))."
-        )
 
 
 # -- sparse <-> dense rows ------------------------------------------------------------------------------------------

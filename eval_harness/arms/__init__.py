@@ -29,14 +29,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from numadapter.ntl import KINDS as NTL_KINDS
+
 BACKENDS = ("plain", "numadapter")
 PREDICTIONS = ("generate", "fone_head", "xval_head")
 REGIMES = ("scratch", "adapter")
 NTL_WEIGHT = 0.3
 PAPER_HEAD = {"fone_head_target": "digit", "fone_head_input": "linear"}  # the FoNE paper's digit head
 AGGREGATE_LAMBDA = 0.6
-# numadapter.config.NTL_KINDS, repeated so the registry imports nothing heavy (a test keeps them equal)
-NTL_KINDS = ("was", "was-cdf", "mse", "mae", "huber", "gce")
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class Method:
         name: registry name (``--methods``).
         description: one line for ``python -m eval_harness --help``.
         backend: ``"plain"`` (transformers model, CE) or ``"numadapter"`` (numadapter's PEFT model and loss).
-        tokenizer: the tokenizer kind a from-scratch model gets (`eval_harness.methods.models.scratch_tokenizer`):
+        tokenizer: the tokenizer kind a from-scratch model gets (`eval_harness.arms.models.scratch_tokenizer`):
             ``"digits"`` (one token per digit) or ``"subword"`` (Llama-3-style groups of up to 3 digits). Unused in
             the adapter regime (the base's tokenizer).
         adapter: `NumberAdapterConfig` number settings (numadapter backend), e.g. ``{"encoding": "fone"}``.

@@ -29,8 +29,8 @@ from tqdm.auto import tqdm
 
 from eval_harness.tasks.base import Example
 from numadapter import find_numbers
-from numadapter.wire import IGNORE_INDEX
-from numadapter.wire import SIDE_FIELDS as SIDE_KEYS
+from numadapter.schema import IGNORE_INDEX
+from numadapter.schema import SIDE_FIELDS as SIDE_KEYS
 
 CHUNK = 8192
 

@@ -3,11 +3,11 @@
 From scratch (``regime="scratch"``): a random-init ``LlamaForCausalLM`` of the FoNE paper's Table 6 (hidden,
 intermediate, layers, heads, key-value heads), tied input/output embeddings like Llama-3.2-1B (the paper's
 parameter counts, e.g. 8.31M for model 1, are those of a tied 128k vocabulary), seeded so that every method with
-the same vocabulary starts from the same weights. Tokenizers are trained locally (`numadapter.app.toy`):
+the same vocabulary starts from the same weights. Tokenizers are trained locally (`numadapter.testing.toy`):
 
-- ``"digits"``: `numadapter.app.toy` "digits" (byte-level BPE, every digit its own token);
-- ``"subword"``: `numadapter.app.toy` "llama3" (Llama 3's split regex: digit runs cut left to right into groups of up
-  to 3) trained on its corpus plus every 1-3 digit string, so that, as in Llama 3's vocabulary, every group is one
+- ``"digits"``: `numadapter.testing.toy` "digits" (byte-level BPE, every digit its own token);
+- ``"subword"``: `numadapter.testing.toy` "llama3" (Llama 3's split regex: digit runs cut left to right into groups of
+  up to 3) trained on its corpus plus every 1-3 digit string, so that, as in Llama 3's vocabulary, every group is one
   token ("571.870" -> "571" "." "870", 3 tokens; the toy default vocabulary lacks most 3-digit groups);
 - fone / xval: the digits tokenizer (numbers become [NUM]; which tokenizer does not matter for them).
 
@@ -23,8 +23,8 @@ path (``product=True``) ``lora`` is numadapter's plain LoRA instead (`Method.pro
 `NumberAdapterConfig` with ``encoding="digits"``, ``train_eos_row=False`` and the same LoRA settings), so that
 `numadapter.NumberSFTTrainer` trains it.
 
-Only numadapter's public API is used: the names of ``numadapter.__all__``, `numadapter.encodings` (documented there)
-and `numadapter.app.toy` (the README's tokenizers for tests and examples).
+Only numadapter's public API is used: the names of ``numadapter.__all__``, the methods' embedding modules (listed
+there) and `numadapter.testing.toy` (the README's tokenizers for tests and examples).
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ from typing import Any
 
 import torch
 
-from eval_harness.methods import Method
-from eval_harness.methods.encode import Codec
-from eval_harness.methods.sizes import TABLE6, LoraSettings, ModelSize  # noqa: F401 (re-exported)
+from eval_harness.arms import Method
+from eval_harness.arms.encode import Codec
+from eval_harness.arms.sizes import TABLE6, LoraSettings, ModelSize  # noqa: F401 (re-exported)
 
 SCRATCH_TOKENIZERS = ("digits", "subword")
 SUBWORD_VOCAB = 2300  # byte alphabet + specials + the 1,110 digit groups + merges of the toy corpus
@@ -79,7 +79,7 @@ def scratch_tokenizer(kind: str, path: str | os.PathLike) -> Any:
     """
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-    from numadapter.app.toy import CONFIGS, build_tokenizer, corpus, train_tokenizer
+    from numadapter.testing.toy import CONFIGS, build_tokenizer, corpus, train_tokenizer
 
     if kind == "digits":
         return build_tokenizer("digits", path)
@@ -167,7 +167,7 @@ def _number_config(
     product: bool,
 ) -> Any:
     from numadapter import NumberAdapterConfig
-    from numadapter.encodings import fit_normalization
+    from numadapter.methods.xval.embedding import fit_normalization
 
     settings: dict[str, Any] = {"int_digits": places[0], "frac_digits": places[1]}
     settings.update(method.adapter_settings(regime, product))
