@@ -93,7 +93,7 @@ def task_rows(task: str, n: int, seed: int, exclude: set[str] | None = None) -> 
     """`n` prompt/completion rows of a task with 3-4 digit operands (seeded; `exclude`: prompts to skip).
 
     ``addition``: the quick start's ``"a + b ="``; ``subtraction``: ``"a - b ="`` with ``a >= b``, so the answer is a
-    non-negative integer (`numadapter.app.quickstart.arithmetic_examples`).
+    non-negative integer (`numadapter.data.arithmetic.arithmetic_examples`).
     """
     from numadapter.data.arithmetic import arithmetic_examples
 
@@ -260,7 +260,10 @@ def probe(base: str, out: Path, n: int = 3000, n_fit: int = 2500, every: int = 3
             accuracy = []
             for i, k in enumerate(places):
                 angle = np.arctan2(guess[:, 2 * i + 1], guess[:, 2 * i]) % (2 * math.pi)
-                digit = np.floor(angle / (2 * math.pi) * 10**k / 10 ** (k - 1) + 1e-9) % 10
+                # place k's angle is (digit + lower places as a fraction in [0, 1 - 10^(1-k)]) / 10 of a turn: read
+                # the digit at the centre of that range (floor at its edge reads the units place, whose lower part
+                # is exactly 0, as the digit below half the time)
+                digit = np.floor(angle / (2 * math.pi) * 10 + 0.5 * 10.0 ** (1 - k)) % 10
                 accuracy.append(float((digit == (v[n_fit:] // 10 ** (k - 1)) % 10).mean()))
             per_layer[layer] = accuracy
         result[what] = per_layer
@@ -271,6 +274,7 @@ def probe(base: str, out: Path, n: int = 3000, n_fit: int = 2500, every: int = 3
 def report(out: Path) -> str:
     """Writes ``<out>/README.md`` (one table per task) and ``<out>/curves.png``; returns the markdown."""
     records = [json.loads(p.read_text()) for p in sorted(out.glob("*/*.json"))]
+    records = [r for r in records if "arm" in r and "curve" in r]  # arms only (cli_recipe/ holds a CLI run)
     lines = ["# Pretrained-base study: SmolLM2-135M-Instruct, 3-4 digit operands", "",
              "Written by `python -m eval_harness.study report` from the JSON records beside it.", ""]  # fmt: skip
     for task in sorted({r["task"] for r in records}):
@@ -313,7 +317,8 @@ def report(out: Path) -> str:
                 axes[0][column].plot(steps, [p["exact_match"] for p in r["curve"]], marker="o", label=r["arm"])
                 axes[1][column].plot(steps, [p["mae"] for p in r["curve"]], marker="o", label=r["arm"])
             axes[0][column].set(title=task, xlabel="optimizer steps (batch 32)", ylabel="held-out exact match")
-            axes[1][column].set(xlabel="optimizer steps (batch 32)", ylabel="mean absolute error", yscale="log")
+            # symlog: an MAE of 0 stays on the plot
+            axes[1][column].set(xlabel="optimizer steps (batch 32)", ylabel="mean absolute error", yscale="symlog")
             axes[0][column].legend(fontsize=7)
         fig.tight_layout()
         fig.savefig(out / "curves.png", dpi=100)

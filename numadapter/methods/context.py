@@ -40,14 +40,22 @@ class ContextNumbers(NamedTuple):
         return ContextNumbers(self.digits[index], self.sign[index], self.valid[index])
 
 
-def last_numbers(mask: torch.Tensor, digits: torch.Tensor, sign: torch.Tensor | None, count: int) -> ContextNumbers:
-    """For every position, the last `count` numbers at or before it in its row.
+def last_numbers(
+    mask: torch.Tensor,
+    digits: torch.Tensor,
+    sign: torch.Tensor | None,
+    count: int,
+    starts: torch.Tensor | None = None,
+) -> ContextNumbers:
+    """For every position, the last `count` numbers at or before it in its row (and in its example, with `starts`).
 
     Args:
         mask: ``[B, T]`` nonzero at number ([NUM]) positions.
         digits: int64 ``[B, T, P]`` place digits at number positions.
         sign: int64 ``[B, T]`` of +1 / -1 at number positions, or None (every number non-negative).
         count: K, the slots per position.
+        starts: bool ``[B, T]``, True where a new example begins inside the row (packed rows: where
+            ``position_ids`` restart at 0), or None (one example per row). A number never counts for another example.
 
     Returns:
         `ContextNumbers` with ``digits [B, T, K, P]``, ``sign [B, T, K]`` and ``valid [B, T, K]``.
@@ -66,7 +74,10 @@ def last_numbers(mask: torch.Tensor, digits: torch.Tensor, sign: torch.Tensor | 
         listed_sign[rows, column] = torch.where(is_number, sign.long(), 1)
     slots = torch.arange(count, device=mask.device)  # (K,)
     wanted = seen[..., None] - 1 - slots  # (B, T, K): the index of the k-th latest number
-    valid = wanted >= 0
+    first = torch.zeros_like(seen)  # (B, T): the index of the first number of each position's example
+    if starts is not None:  # seen is non-decreasing, so a running max carries each example's start forward
+        first = torch.where(starts, seen - is_number.long(), 0).cummax(-1).values
+    valid = wanted >= first[..., None]
     wanted = wanted.clamp(min=0)
     picked = listed[rows[..., None], wanted]  # (B, T, K, P)
     picked_sign = listed_sign[rows[..., None], wanted]  # (B, T, K)
@@ -79,7 +90,7 @@ def last_numbers(mask: torch.Tensor, digits: torch.Tensor, sign: torch.Tensor | 
 
 def context_at(
     before: NumberInputs | None, current: NumberInputs | None, batch: int, length: int, places: int, count: int,
-    device: torch.device,
+    device: torch.device, position_ids: torch.Tensor | None = None,
 ) -> ContextNumbers:  # fmt: skip
     """`last_numbers` for the last `length` positions of a forward call's side `current` (the hidden states the
     head reads: all of them, or fewer with ``logits_to_keep``).
@@ -92,6 +103,8 @@ def context_at(
         places: P.
         count: K.
         device: where empty slots are built.
+        position_ids: ``[B, T]`` of the current side, or None: a packed row's examples begin where they restart at
+            0, and a number never counts for another example.
 
     Returns:
         `ContextNumbers` with ``digits [B, length, K, P]``, ``sign`` and ``valid [B, length, K]``; every slot empty
@@ -110,7 +123,11 @@ def context_at(
     mask = torch.cat([side.mask for side in sides], 1)  # (B, T_before + T)
     digits = torch.cat([side.digits for side in sides], 1)  # (B, T_before + T, P)
     sign = torch.cat([side.sign if side.sign is not None else torch.ones_like(side.mask) for side in sides], 1)
-    numbers = last_numbers(mask, digits, sign, count)
+    starts = None
+    if position_ids is not None and position_ids.shape == sides[-1].mask.shape:
+        earlier = [torch.zeros_like(side.mask, dtype=torch.bool) for side in sides[:-1]]
+        starts = torch.cat([*earlier, position_ids == 0], 1)  # (B, T_before + T)
+    numbers = last_numbers(mask, digits, sign, count, starts)
     return numbers.select((slice(None), slice(mask.shape[1] - length, None)))
 
 

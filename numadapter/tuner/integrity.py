@@ -24,7 +24,7 @@ raw bytes of every other tensor of the file (LoRA, number modules, [NUM] / EOS r
 (`check_adapter_state`, `numadapter.export.load_exported`) recomputes them (`digest_problems`): a changed, missing or
 added tensor is refused, naming the file and the tensors. The model's own stamp buffer holds the settings only
 (`without_digests`). The cost: 15-28 ms for the 18.9 MB SmolLM2 r=16 all-linear adapter, about 3% of its load
-(README, "Reliability"). Files saved before digests existed load without this check.
+(docs/results.md, "Reliability"). Files saved before digests existed load without this check.
 """
 
 from __future__ import annotations

@@ -395,7 +395,7 @@ class NumberAdapterModel(LoraModel):
             out = self.model(**kwargs, return_dict=True)
             hidden, digit_rows = buffer.hidden, buffer.digit_embeddings
         training = labels is not None and modules.head is not None
-        context = _context(modules, config, plan, hidden)
+        context = _context(modules, config, plan, hidden, kwargs.get("position_ids"))
         with torch.no_grad() if training else nullcontext():  # reported outputs; the loss reads target rows only
             outputs = head_outputs(config, modules.head, hidden, context)
         fields = modules.method.report(modules.head, outputs) if outputs is not None else {}
@@ -417,15 +417,19 @@ class NumberAdapterModel(LoraModel):
         return result.to_tuple() if return_dict is False else result
 
 
-def _context(modules: NumberModules, config: NumberAdapterConfig, plan, hidden: torch.Tensor | None):
-    """The numbers before each position the head reads (`numadapter.methods.context`: a causal LM's input side; T5's
-    encoder, then its decoder side), or None when the head reads the hidden state only."""
+def _context(
+    modules: NumberModules, config: NumberAdapterConfig, plan, hidden: torch.Tensor | None, position_ids=None
+):
+    """The numbers before each position the head reads (`numadapter.methods.context`: a causal LM's input side, each
+    example of a packed row on its own (`position_ids`); T5's encoder, then its decoder side), or None when the head
+    reads the hidden state only."""
     count = modules.method.context_size(config)
     if hidden is None or modules.head is None or count == 0:
         return None
     sides = plan.sides
     before, current = (sides.get("encoder"), sides.get("decoder")) if "input" not in sides else (None, sides["input"])
-    return context_at(before, current, *hidden.shape[:2], config.num_places, count, hidden.device)
+    positions = position_ids if before is None else None
+    return context_at(before, current, *hidden.shape[:2], config.num_places, count, hidden.device, positions)
 
 
 def _has_numbers(number_modules: nn.ModuleDict, name: str) -> bool:

@@ -39,7 +39,7 @@ def test_untouched_adapter_loads_its_number_modules(store, adapter_copy):
     model = load(store, adapter_copy)
     loaded = model.base_model.number_modules["default"].state_dict()
     keys = [k for k in saved if ".number_modules." in k]
-    assert len(keys) == 6  # FoNE: projection, digit head (+ sign head), settings stamp
+    assert len(keys) == 8  # FoNE: projection, digit head (+ sign head, + context coefficients), settings stamp
     for key in keys:
         if key.endswith("settings_stamp"):  # the saved one also holds the tensor digests, the model's the settings
             settings = json.loads(bytes(saved[key].tolist()))
@@ -78,7 +78,8 @@ def test_extra_number_tensor_is_refused(store, adapter_copy):
     [
         ("encoding", "xval"),
         ("fone_projection", "pad"),
-        ("fone_head_target", "digit"),  # the default is "feature"
+        ("fone_head_target", "digit"),  # the default is "feature" (edited with fone_head_input="linear", which
+        # the paper's head needs: alone, the config itself refuses 'digit' with the context head)
         ("fone_head_input", "slice"),
         ("resized_vocab_size", 999),
         ("num_token_id", 5),
@@ -89,7 +90,8 @@ def test_extra_number_tensor_is_refused(store, adapter_copy):
 )
 def test_edited_config_fields_are_checked_against_the_saved_tensors(store, fone_adapter, adapter_copy, field, value):
     _, _, config = fone_adapter
-    edit_config(adapter_copy, **{field: value})
+    also = {"fone_head_input": "linear"} if field == "fone_head_target" else {}
+    edit_config(adapter_copy, **{field: value}, **also)
     with pytest.raises(ValueError) as info:
         load(store, adapter_copy)
     message = str(info.value)

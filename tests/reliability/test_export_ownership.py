@@ -146,6 +146,7 @@ def test_load_exported_checks_the_settings_stamp(exported, tmp_path):
         file = os.path.join(directory, NUMBER_CONFIG_NAME)
         info = json.load(open(file))
         info["number_config"]["fone_head_target"] = "digit"  # saved: the default, 'feature'
+        info["number_config"]["fone_head_input"] = "linear"  # which the paper's head needs (saved: 'context')
         json.dump(info, open(file, "w"))
 
     out = damaged_copy(exported, tmp_path, edit)

@@ -88,17 +88,21 @@ class DigitHeadOutput(NamedTuple):
         sign_logits: float32 ``[N, 2]`` (class 0: ``+``, class 1: ``-``), or None when the sign is text.
         pairs: float32 ``[N, P, 2]`` the digit 2-vectors, most significant first, with
             ``fone_head_target="feature"`` (its training logits depend on the target); None otherwise.
-        combo_log_probs: ``fone_head_input="context"``: float32 ``[N, C]`` log-probability of each of the ``C = 3^K``
-            coefficient combinations; None otherwise.
-        combo_pairs: ``fone_head_input="context"``: float32 ``[N, C, P, 2]`` the 2-vectors each combination gives
-            (``pairs`` are those of the most likely one); None otherwise.
+        readout: ``fone_head_input="context"``: float32 ``[N, P, 2]`` the linear read-out ``u`` (low place first);
+            None otherwise.
+        coefficient_log_probs: ``fone_head_input="context"``: float32 ``[N, K, 3]`` log-probabilities of the
+            coefficients ``(-1, 0, +1)`` of each of the K context numbers; None otherwise.
+        powers: ``fone_head_input="context"``: float32 ``[N, K, 3, P, 2]`` each context number raised to those
+            coefficients, ``conj(z), 1, z`` (low place first); None otherwise. The loss expands the ``3^K``
+            combinations from them on the target rows only (`_mixture_loss`); ``pairs`` are the most likely one's.
     """
 
     digit_logits: torch.Tensor
     sign_logits: torch.Tensor | None = None
     pairs: torch.Tensor | None = None
-    combo_log_probs: torch.Tensor | None = None
-    combo_pairs: torch.Tensor | None = None
+    readout: torch.Tensor | None = None
+    coefficient_log_probs: torch.Tensor | None = None
+    powers: torch.Tensor | None = None
 
 
 def digit_angles(device: torch.device | str | None = None) -> torch.Tensor:
@@ -112,6 +116,20 @@ def complex_product(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.stack(
         (a[..., 0] * b[..., 0] - a[..., 1] * b[..., 1], a[..., 0] * b[..., 1] + a[..., 1] * b[..., 0]), -1
     )
+
+
+def _pick(powers: torch.Tensor, choice: torch.Tensor) -> torch.Tensor:
+    """``powers [..., K, 3, P, 2]`` at one coefficient per slot (``choice [..., K]``): ``[..., K, P, 2]``."""
+    index = choice[..., None, None, None].expand(*choice.shape, 1, *powers.shape[-2:])  # (..., K, 1, P, 2)
+    return torch.gather(powers, -3, index).squeeze(-3)
+
+
+def _product(factors: torch.Tensor) -> torch.Tensor:
+    """The complex product over the slot dim of ``[..., K, P, 2]`` -> ``[..., P, 2]``."""
+    product = factors[..., 0, :, :]
+    for slot in range(1, factors.shape[-3]):
+        product = complex_product(product, factors[..., slot, :, :])
+    return product
 
 
 def shifted_digit_logits(pairs: torch.Tensor, lower: torch.Tensor) -> torch.Tensor:
@@ -215,11 +233,16 @@ class FoNEDigitHead(nn.Module):
         if self.input_mode == "rotation":  # pair = u * v as complex numbers: angles add
             v = F.linear(h, self.rotation.weight.float(), self.rotation.bias.float()).unflatten(-1, (-1, 2))
             pairs = complex_product(pairs, v)  # (N, P, 2)
-        combo_log_probs = combo_pairs = None
+        readout = log_p = powers = None
         if self.input_mode == "context":
-            combo_log_probs, products, best = self._combinations(h, context)
-            combo_pairs = complex_product(pairs.unsqueeze(-3), products).flip(-2)  # (N, C, P, 2), high place first
-            pairs = complex_product(pairs, best)  # (N, P, 2): the most likely combination
+            readout, powers = pairs, self._powers(context, tuple(h.shape[:-1]))  # (N, P, 2), (N, K, 3, P, 2)
+            logits = F.linear(h, self.coefficients.weight.float(), self.coefficients.bias.float())  # (N, 3K)
+            log_p = torch.log_softmax(logits.unflatten(-1, (self.context_numbers, 3)), -1)  # (N, K, 3)
+            # an empty slot multiplies by 1 whatever its coefficient: give it coefficient 0 for sure, so its logits
+            # get an exact zero gradient (not rounding noise, which Adam would scale up to full steps)
+            empty = log_p.new_tensor([-math.inf, 0.0, -math.inf])
+            log_p = torch.where(context.valid[..., None], log_p, empty)
+            pairs = complex_product(pairs, _product(_pick(powers, log_p.argmax(-1))))  # the most likely combination
         pairs = pairs.flip(-2)  # (N, P, 2): most significant first, like num_digits
         sign_logits = None
         if self.sign_proj is not None:
@@ -234,7 +257,7 @@ class FoNEDigitHead(nn.Module):
             lower = (place_logits.argmax(-1).float() + lower) / 10
             places.append(place_logits)
         logits = torch.stack(places[::-1], dim=-2)  # (N, P, 10), most significant first
-        return DigitHeadOutput(logits, sign_logits, pairs, combo_log_probs, combo_pairs)
+        return DigitHeadOutput(logits, sign_logits, pairs, readout, log_p, powers)
 
     def _powers(self, context: ContextNumbers | None, leading: tuple[int, ...]) -> torch.Tensor:
         """Each context number raised to the coefficients ``(-1, 0, +1)``: ``conj(z), 1, z`` per place, float32
@@ -260,24 +283,6 @@ class FoNEDigitHead(nn.Module):
         one[..., 0] = 1.0
         powers = torch.stack((z * flip, one, z), dim=-3)  # (N, K, 3, P, 2)
         return torch.where(context.valid[..., None, None, None], powers, one.unsqueeze(-3))
-
-    def _combinations(self, h: torch.Tensor, context: ContextNumbers | None) -> tuple[torch.Tensor, ...]:
-        """The context head's parts: per-combination log-probabilities ``[N, C]`` and products ``[N, C, P, 2]``
-        (``C = 3^K``, `combinations` order), and the product of the most likely coefficients ``[N, P, 2]``."""
-        powers = self._powers(context, tuple(h.shape[:-1]))  # (N, K, 3, P, 2)
-        logits = F.linear(h, self.coefficients.weight.float(), self.coefficients.bias.float())  # (N, 3K)
-        log_p = torch.log_softmax(logits.unflatten(-1, (self.context_numbers, 3)), -1)  # (N, K, 3)
-        combos = self.combinations.to(h.device)  # (C, K) of 0, 1, 2 (coefficients -1, 0, +1)
-        slots = torch.arange(self.context_numbers, device=h.device)
-        combo_log_p = log_p[..., slots, combos].sum(-1)  # (N, C)
-        chosen = powers[..., slots, combos, :, :]  # (N, C, K, P, 2)
-        best = log_p.argmax(-1)  # (N, K): the most likely coefficient of each slot
-        best_chosen = torch.gather(powers, -3, best[..., None, None, None].expand(*best.shape, 1, *powers.shape[-2:]))
-        products, best_product = chosen[..., 0, :, :], best_chosen[..., 0, 0, :, :]
-        for slot in range(1, self.context_numbers):
-            products = complex_product(products, chosen[..., slot, :, :])
-            best_product = complex_product(best_product, best_chosen[..., slot, 0, :, :])
-        return combo_log_p, products, best_product
 
     def target_logits(self, out: DigitHeadOutput, target_digits: torch.Tensor) -> torch.Tensor:
         """The digit logits the loss scores: ``out.digit_logits``, or with ``fone_head_target="feature"`` the
@@ -316,7 +321,7 @@ class FoNEDigitHead(nn.Module):
             )
         if target_digits.dtype.is_floating_point:
             raise TypeError(f"`target_digits` must be an integer tensor, got dtype {target_digits.dtype}.")
-        if out.combo_pairs is not None:
+        if out.powers is not None:
             per_number = self._mixture_loss(out, target_digits)  # (N,)
         else:
             logits = self.target_logits(out, target_digits)
@@ -352,11 +357,16 @@ class FoNEDigitHead(nn.Module):
         explains it gets the credit at once. A single coefficient alone carries no signal (with one operand right
         and the other left out, the angles of the lower places are off by a uniformly random amount), which is why
         a soft mixture of the coefficients inside one product does not learn."""
+        combos = self.combinations.to(out.powers.device)  # (C, K) of 0, 1, 2 (coefficients -1, 0, +1)
+        slots = torch.arange(self.context_numbers, device=combos.device)
+        combo_log_p = out.coefficient_log_probs[..., slots, combos].sum(-1)  # (N, C)
+        products = _product(out.powers[..., slots, combos, :, :])  # (N, C, P, 2)
+        combo_pairs = complex_product(out.readout.unsqueeze(-3), products).flip(-2)  # (N, C, P, 2), high place first
         lower = lower_fractions(target_digits, torch.float32).unsqueeze(-2)  # (N, 1, P)
-        logits = shifted_digit_logits(out.combo_pairs, lower)  # (N, C, P, 10)
+        logits = shifted_digit_logits(combo_pairs, lower)  # (N, C, P, 10)
         index = target_digits.long().unsqueeze(-2).expand(*logits.shape[:-1]).unsqueeze(-1)  # (N, C, P, 1)
         per_combo = torch.log_softmax(logits, -1).gather(-1, index).squeeze(-1).sum(-1)  # (N, C)
-        return -torch.logsumexp(out.combo_log_probs + per_combo, -1) / self.num_places  # (N,)
+        return -torch.logsumexp(combo_log_p + per_combo, -1) / self.num_places  # (N,)
 
     @torch.no_grad()
     def predict(self, out: DigitHeadOutput) -> tuple[torch.Tensor, torch.Tensor]:

@@ -77,13 +77,16 @@ def test_context_head_adds_and_subtracts_the_numbers_before_it_exactly():
     assert fit("linear") < 0.05
 
 
-def reference_last_numbers(mask: list[list[int]], values: list[list[int]], count: int) -> list:
-    """For every (row, position): the values of the last `count` numbers at or before it, latest first."""
+def reference_last_numbers(mask: list[list[int]], values: list[list[int]], count: int, starts=None) -> list:
+    """For every (row, position): the values of the last `count` numbers at or before it (and after the latest
+    example start, with `starts`), latest first."""
     out = []
-    for row_mask, row_values in zip(mask, values):
+    for r, (row_mask, row_values) in enumerate(zip(mask, values)):
         seen: list[int] = []
         row = []
-        for is_number, value in zip(row_mask, row_values):
+        for t, (is_number, value) in enumerate(zip(row_mask, row_values)):
+            if starts is not None and starts[r][t]:
+                seen = []
             if is_number:
                 seen.append(value)
             row.append(list(reversed(seen[-count:])))
@@ -108,6 +111,17 @@ def test_last_numbers_matches_a_plain_scan():
     digits = torch.stack([digits_of(row) for row in values])  # (B, T, P)
     got = last_numbers(torch.tensor(mask), digits, None, 3)
     assert as_values(got, 3) == reference_last_numbers(mask, values, 3)
+
+
+def test_last_numbers_never_crosses_into_another_packed_example():
+    rng = random.Random(4)
+    mask = [[int(rng.random() < 0.5) for _ in range(14)] for _ in range(3)]
+    values = [[rng.randrange(10**PLACES) if m else 0 for m in row] for row in mask]
+    starts = [[t == 0 or rng.random() < 0.25 for t in range(14)] for _ in range(3)]
+    digits = torch.stack([digits_of(row) for row in values])
+    got = last_numbers(torch.tensor(mask), digits, None, 3, torch.tensor(starts))
+    assert as_values(got, 3) == reference_last_numbers(mask, values, 3, starts)
+    assert as_values(got, 3) != reference_last_numbers(mask, values, 3)  # the case does cross examples
 
 
 def test_memory_after_pushes_equals_the_scan_of_the_whole_sequence():
@@ -198,3 +212,16 @@ def test_mixture_loss_matches_a_plain_sum_over_the_combinations():
         top = max(terms)
         expected = -(top + math.log(sum(math.exp(t - top) for t in terms))) / PLACES
         assert got[n].item() == pytest.approx(expected, rel=1e-4, abs=1e-4)
+
+
+def test_empty_slots_get_an_exactly_zero_gradient():
+    """An empty slot multiplies by 1 whatever its coefficient; rounding noise in its gradient would be scaled up to
+    full steps by Adam (and differ between 1 and 2 processes), so its coefficient is fixed at 0, not learned."""
+    torch.manual_seed(2)
+    head = FoNEDigitHead(16, NumberAdapterConfig(encoding="fone", int_digits=PLACES, frac_digits=0))
+    states, a, b, op = problems(64, seed=2)
+    numbers = context_of(a, b)  # slots 0 and 1 hold the operands, slots 2 and 3 are empty
+    head.loss(head(states, numbers), digits_of([x + s * y for x, y, s in zip(a, b, op)])).backward()
+    grad = head.coefficients.bias.grad.view(4, 3)
+    assert grad[2:].abs().max().item() == 0.0
+    assert grad[:2].abs().max().item() > 1e-4
