@@ -26,6 +26,7 @@ import json
 import os
 import signal
 import sys
+import time
 import warnings
 
 MAX_STEPS, SAVE_STEPS, KILL_STEP = 4, 2, 4
@@ -64,6 +65,11 @@ def _arm(point: str, out: str, rank: int, run) -> None:
 
         def dying_save_state(state, directory, name):
             if name.startswith("rng_state") and now():
+                # the point is "process 0 has written its RNG state": wait for it, or the launcher's teardown after
+                # this kill can stop process 0 first (seen once in a full suite run)
+                deadline = time.monotonic() + 60
+                while not os.path.isfile(os.path.join(directory, "rng_state_0.json")) and time.monotonic() < deadline:
+                    time.sleep(0.05)
                 _die(out, rank, point)
             return save_state(state, directory, name)
 
