@@ -291,7 +291,7 @@ def decode_loop(
     with ExitStack() as stack:
         session = session_cls(parts, batch, stack)
         if reader is not None:
-            reader.begin(batch.numbers, batch.input_ids.shape[0], batch.input_ids.device)
+            reader.begin(batch.numbers)
         step = session.start(max_new_tokens)
         running: torch.Tensor | None = None  # device mask of rows still running, once some row stopped
         for t in range(max_new_tokens):

@@ -44,19 +44,14 @@ class NumberReader:
         self.context_size = self.method.context_size(config)
         self.memory: ContextMemory | None = None
 
-    def begin(self, numbers: dict[str, torch.Tensor], batch: int, device: torch.device) -> None:
+    def begin(self, numbers: dict[str, torch.Tensor]) -> None:
         """Starts a batch: a head that reads the numbers before it (`NumberMethod.context_size` > 0) remembers the
-        last K numbers of each prompt (`numbers`: the prompt's ``num_mask`` / ``num_digits`` / ``num_sign``, or
-        empty) and, as the loop feeds them back, every generated number (`side_row`)."""
-        if self.context_size == 0:
-            return
-        mask = numbers.get("num_mask")
-        if mask is None:
-            mask = torch.zeros(batch, 1, dtype=torch.long, device=device)
-        digits = numbers.get("num_digits")
-        if digits is None:
-            digits = torch.zeros(*mask.shape, self.places, dtype=torch.long, device=device)
-        self.memory = ContextMemory(mask, digits, numbers.get("num_sign"), self.context_size)
+        last K numbers of each prompt (`numbers`: the prompt's ``num_mask`` / ``num_digits`` / ``num_sign``, which a
+        method with a marker token always has) and, as the loop feeds them back, every generated number
+        (`side_row`)."""
+        if self.context_size:
+            mask, digits = numbers["num_mask"], numbers["num_digits"]
+            self.memory = ContextMemory(mask, digits, numbers.get("num_sign"), self.context_size)
 
     # -- device side ------------------------------------------------------------------------------------------
     def predict(self, hidden: torch.Tensor, rows: list[int]) -> Prediction:

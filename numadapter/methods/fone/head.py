@@ -261,7 +261,7 @@ class FoNEDigitHead(nn.Module):
 
     def _powers(self, context: ContextNumbers | None, leading: tuple[int, ...]) -> torch.Tensor:
         """Each context number raised to the coefficients ``(-1, 0, +1)``: ``conj(z), 1, z`` per place, float32
-        ``[N, K, 3, P, 2]`` (low place first; an empty slot is 1 for every coefficient)."""
+        ``[N, K, 3, P, 2]`` (low place first; an empty slot's coefficient is fixed at 0 in `forward`)."""
         count = self.context_numbers
         if context is None:
             raise ValueError(
@@ -281,8 +281,7 @@ class FoNEDigitHead(nn.Module):
         z = torch.where((context.sign < 0)[..., None, None], z * flip, z)  # a negative number: the conjugate
         one = torch.zeros_like(z)
         one[..., 0] = 1.0
-        powers = torch.stack((z * flip, one, z), dim=-3)  # (N, K, 3, P, 2)
-        return torch.where(context.valid[..., None, None, None], powers, one.unsqueeze(-3))
+        return torch.stack((z * flip, one, z), dim=-3)  # (N, K, 3, P, 2)
 
     def target_logits(self, out: DigitHeadOutput, target_digits: torch.Tensor) -> torch.Tensor:
         """The digit logits the loss scores: ``out.digit_logits``, or with ``fone_head_target="feature"`` the
