@@ -162,6 +162,12 @@ def _methods() -> list[Method]:
             scratch_adapter=fone_scratch,
             prediction="fone_head", source="FoNE, numadapter's head target",
         ),
+        Method(
+            "fone_context", "FoNE with the context head (numadapter's default): the answer as a signed combination "
+            "of the exact features of the numbers before it (fone_head_input='context')", "numadapter",
+            adapter={"encoding": "fone"}, regimes=("adapter",), prediction="fone_head",
+            source="FoNE, numadapter's context head",
+        ),
     ]  # fmt: skip
     for kind in NTL_KINDS:
         methods.append(

@@ -49,6 +49,7 @@ import torch
 from eval_harness.bench.common import write_json
 
 SIDES = ("lora", "fone")
+METHODS = {"lora": "lora", "fone": "fone_context"}  # each side's harness arm: FoNE as the library's defaults build it
 TASK = "quickstart_add"
 
 
@@ -65,11 +66,12 @@ def _ratio(times: dict[str, list[float]], mine: str, theirs: str) -> float:
 
 
 def build_side(name: str, base: str, workdir: str, places: tuple[int, int], seed: int = 0) -> Any:
-    """The harness's adapter-regime build of method `name` (``"lora"`` or ``"fone"``) on `base` (a `Built`)."""
+    """The harness's adapter-regime build of side `name` (``"lora"`` or ``"fone"``, `METHODS`) on `base` (a
+    `Built`)."""
     from eval_harness.arms import get_method
     from eval_harness.arms.models import build
 
-    return build(get_method(name), "adapter", workdir=workdir, seed=seed, places=places, base_path=base)
+    return build(get_method(METHODS[name]), "adapter", workdir=workdir, seed=seed, places=places, base_path=base)
 
 
 def same_shape_batches(fone: Any, digit_id: int, index: torch.Tensor, encoded: Any) -> dict[str, dict]:
@@ -227,7 +229,7 @@ def run(
         torch.save({"batches": batches, "places": places}, batch_path)
 
         # 2. epoch time: digit tokens vs FoNE, the same examples in the same batches
-        formats = {name: train_format(get_method(name), encoded[name]) for name in SIDES}
+        formats = {name: train_format(get_method(METHODS[name]), encoded[name]) for name in SIDES}
         fed = {name: _feed(encoded[name], formats[name], batch, "cpu") for name in SIDES}
         trainers = {name: _trainer(models[name], fed[name]["batches"], 1e-4) for name in SIDES}
         blocks = {"digits": lambda: trainers["lora"](epoch_steps), "fone": lambda: trainers["fone"](epoch_steps)}

@@ -53,10 +53,11 @@ def test_methods_registry_covers_the_issue_and_ntl_kinds_match_the_config():
 
     assert NTL_KINDS is CONFIG_KINDS is KINDS  # one list, defined in numadapter.ntl.vocab
     expected = {"digits", "subword", "lora", "xval", "fone", "fone_ntl", "fone_feature", "digits_agg"}
-    expected |= {"digits_agg_aux"}
+    expected |= {"digits_agg_aux", "fone_context"}
     expected |= {f"digits_ntl_{k.replace('-', '_')}" for k in CONFIG_KINDS}
     assert set(METHODS) == expected
     assert get_method("fone").prediction == "fone_head"
+    assert get_method("fone_context").adapter == {"encoding": "fone"}  # the library's default head, nothing pinned
     assert get_method("digits_ntl_was_cdf").adapter == {"encoding": "digits", "ntl_weight": 0.3, "ntl_kind": "was-cdf"}
     assert get_method("subword").tokenizer == "subword" and get_method("lora").regimes == ("adapter",)
 
