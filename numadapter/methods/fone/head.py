@@ -124,6 +124,19 @@ def _pick(powers: torch.Tensor, choice: torch.Tensor) -> torch.Tensor:
     return torch.gather(powers, -3, index).squeeze(-3)
 
 
+def most_likely_coefficients(log_p: torch.Tensor) -> torch.Tensor:
+    """The most likely coefficient of every slot, index 0 / 1 / 2 for ``-1 / 0 / +1`` (``log_p [..., K, 3]`` ->
+    int64 ``[..., K]``), a tie going to 0, then +1.
+
+    A slot that never held a number in training keeps its initial logits, exactly equal (its weights got an exact
+    zero gradient), and so does every slot of a fresh head: a plain ``argmax`` would break that tie to index 0,
+    coefficient -1, so "Q3. a + b =" after training on "a + b =" subtracted the 3 and a fresh head wrote minus the
+    sum of the prompt's numbers. Here such a slot leaves its number out.
+    """
+    preference = torch.tensor([1, 2, 0], device=log_p.device)  # coefficient 0 first, then +1, then -1
+    return preference[log_p.index_select(-1, preference).argmax(-1)]  # (..., K)
+
+
 def _product(factors: torch.Tensor) -> torch.Tensor:
     """The complex product over the slot dim of ``[..., K, P, 2]`` -> ``[..., P, 2]``."""
     product = factors[..., 0, :, :]
@@ -242,7 +255,7 @@ class FoNEDigitHead(nn.Module):
             # get an exact zero gradient (not rounding noise, which Adam would scale up to full steps)
             empty = log_p.new_tensor([-math.inf, 0.0, -math.inf])
             log_p = torch.where(context.valid[..., None], log_p, empty)
-            pairs = complex_product(pairs, _product(_pick(powers, log_p.argmax(-1))))  # the most likely combination
+            pairs = complex_product(pairs, _product(_pick(powers, most_likely_coefficients(log_p))))
         pairs = pairs.flip(-2)  # (N, P, 2): most significant first, like num_digits
         sign_logits = None
         if self.sign_proj is not None:

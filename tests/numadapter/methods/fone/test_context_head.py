@@ -47,6 +47,17 @@ def context_of(a: list[int], b: list[int], count: int = 4):
 
 def fit(mode: str, steps: int = 200) -> float:
     """Exact match on 1,000 held-out problems after fitting the head alone (Adam, 200 steps of 256)."""
+    head = fitted_head(mode, steps)
+    held, a, b, op = problems(1000, seed=1)
+    if mode != "context":
+        held = torch.cat([held, *[fone_features([str(v) for v in xs], PLACES, 0) for xs in (a, b)]], -1)
+    with torch.no_grad():
+        predicted, _ = head.predict(head(held, context_of(a, b) if mode == "context" else None))
+    return (predicted == digits_of([x + s * y for x, y, s in zip(a, b, op)])).all(-1).float().mean().item()
+
+
+def fitted_head(mode: str, steps: int) -> FoNEDigitHead:
+    """The head alone fitted to a + b / a - b with the two operands as its only context numbers."""
     torch.manual_seed(0)
     config = NumberAdapterConfig(encoding="fone", int_digits=PLACES, frac_digits=0, fone_head_input=mode)
     states, a, b, op = problems(2048, seed=0)
@@ -64,17 +75,44 @@ def fit(mode: str, steps: int = 200) -> float:
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-    held, a, b, op = problems(1000, seed=1)
-    if mode != "context":
-        held = torch.cat([held, *[fone_features([str(v) for v in xs], PLACES, 0) for xs in (a, b)]], -1)
-    with torch.no_grad():
-        predicted, _ = head.predict(head(held, context_of(a, b) if mode == "context" else None))
-    return (predicted == digits_of([x + s * y for x, y, s in zip(a, b, op)])).all(-1).float().mean().item()
+    return head
 
 
 def test_context_head_adds_and_subtracts_the_numbers_before_it_exactly():
     assert fit("context") > 0.98
     assert fit("linear") < 0.05
+
+
+def test_a_slot_training_never_filled_leaves_its_number_out():
+    """Trained with two numbers in the text, then asked with an older third one ("Q3. a + b ="): the third slot's
+    coefficient logits never got a gradient and stay exactly tied; the tie must leave the number out (a plain argmax
+    chose coefficient -1 and wrote a + b - 3)."""
+    head = fitted_head("context", steps=200)
+    held, a, b, op = problems(200, seed=1)
+    older = [3] * len(a)
+    mask = torch.ones(len(a), 3, dtype=torch.long)
+    digits = torch.stack([digits_of(older), digits_of(a), digits_of(b)], 1)  # (N, 3, P): 3, then a, then b
+    context = last_numbers(mask, digits, None, 4).select((slice(None), -1))
+    logits = torch.nn.functional.linear(held, head.coefficients.weight, head.coefficients.bias).view(-1, 4, 3)
+    assert torch.equal(logits[:, 2], logits[:, 2, :1].expand(-1, 3))  # slot 2 is exactly tied, as described
+    with torch.no_grad():
+        predicted, _ = head.predict(head(held, context))
+    expected = digits_of([x + s * y for x, y, s in zip(a, b, op)])
+    assert (predicted == expected).all(-1).float().mean().item() >= 0.98
+
+
+def test_a_fresh_head_writes_its_plain_read_out_whatever_the_numbers_before_it():
+    """Every coefficient of a fresh head is tied: it writes its read-out u (1 + 0i: the digits 0), not minus the sum
+    of the prompt's numbers."""
+    torch.manual_seed(0)
+    config = NumberAdapterConfig(encoding="fone", int_digits=PLACES, frac_digits=0, fone_head_input="context")
+    head = FoNEDigitHead(16, config)
+    mask = torch.ones(2, 3, dtype=torch.long)
+    digits = torch.stack([digits_of([7, 12]), digits_of([5, 30]), digits_of([12, 40])], 1)  # (2, 3, P)
+    context = last_numbers(mask, digits, None, 4).select((slice(None), -1))
+    with torch.no_grad():
+        predicted, _ = head.predict(head(torch.randn(2, 16), context))
+    assert predicted.tolist() == [[0] * PLACES] * 2
 
 
 def reference_last_numbers(mask: list[list[int]], values: list[list[int]], count: int, starts=None) -> list:
