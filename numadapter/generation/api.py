@@ -57,6 +57,11 @@ class NumberGenerationOutput:
         numbers: the generated numbers in order (`ExactNumber` for FoNE and digits, float for xVal).
         token_ids: the generated token ids (the final eos included when one was generated).
         stop_reasons: ``"eos"``, ``"stop_string"``, ``"length"`` or ``"number_out_of_range"``.
+        confidences: per generated number, how well the number head's output fits it, in [0, 1]
+            (`numadapter.methods.GeneratedNumber.confidence`; docs/guide.md, "Generation"), or None where the head
+            gives none (xVal, digit tokens).
+        combinations: per generated number, the FoNE context head's coefficients (-1, 0, +1) of the numbers before
+            it, most recent first, or None.
     """
 
     texts: list[str] = field(default_factory=list)
@@ -64,6 +69,8 @@ class NumberGenerationOutput:
     numbers: list[list[ExactNumber | float]] = field(default_factory=list)
     token_ids: list[list[int]] = field(default_factory=list)
     stop_reasons: list[str] = field(default_factory=list)
+    confidences: list[list[float | None]] = field(default_factory=list)
+    combinations: list[list[tuple[int, ...] | None]] = field(default_factory=list)
 
 
 def _check_arguments(prompts, max_new_tokens, min_new_tokens, stop_strings, num_beams, batch_size, oor, seed):
@@ -212,3 +219,9 @@ def _generate_batch(
         result.numbers.append(values)
         result.token_ids.append(list(ids))
         result.stop_reasons.append(tracker.reasons[row])
+        if parts.num_token_id is None:  # digit tokens: the numbers come from the text, no head read them
+            result.confidences.append([None] * len(values))
+            result.combinations.append([None] * len(values))
+        else:
+            result.confidences.append([n.confidence for n in numbers])
+            result.combinations.append([n.combination for n in numbers])

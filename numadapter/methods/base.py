@@ -85,11 +85,15 @@ class Prediction:
         digits: FoNE int64 ``[B, P]`` place digits of ``|x|``, most significant first; None for xVal.
         sign: int64 ``[B]`` of +1 / -1 (+1 with ``sign_policy="text"``).
         values: float64 ``[B]``: xVal's denormalised value; FoNE's value computed from the digits (metrics only).
+        confidence: float32 ``[B]`` (see `HeadReading`), or None.
+        combination: int64 ``[B, K]`` the context head's coefficients, or None.
     """
 
     digits: torch.Tensor | None
     sign: torch.Tensor
     values: torch.Tensor
+    confidence: torch.Tensor | None = None
+    combination: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)
@@ -100,11 +104,17 @@ class GeneratedNumber:
         value: `ExactNumber` (FoNE) or float (xVal).
         text: how it appears in the generated text.
         feedable: whether it can be fed back as the next [NUM] input (False: xVal value out of range).
+        confidence: how well the head's output fits the number it wrote, in [0, 1], or None where the head gives
+            none (xVal, FoNE's ``fone_head_target="digit"``): see `HeadReading`.
+        combination: the context head's coefficients (-1, 0, +1) of the numbers before it, most recent first, or
+            None for the other heads.
     """
 
     value: ExactNumber | float
     text: str
     feedable: bool = True
+    confidence: float | None = None
+    combination: tuple[int, ...] | None = None
 
 
 @dataclass
@@ -161,11 +171,16 @@ class HeadReading:
         digits: int64 ``[N, P]`` place digits of ``|x|``, most significant first, or None (a value-only head).
         sign: int64 ``[N]`` of +1 / -1.
         values: float64 ``[N]`` signed values (for a digit head, computed from the digits; metrics only).
+        confidence: float32 ``[N]`` in [0, 1], how well the head's output fits the number it reads (FoNE's feature
+            target: `FoNEDigitHead.confidence`), or None.
+        combination: int64 ``[N, K]`` the context head's coefficients (-1, 0, +1), most recent number first, or None.
     """
 
     digits: torch.Tensor | None
     sign: torch.Tensor
     values: torch.Tensor
+    confidence: torch.Tensor | None = None
+    combination: torch.Tensor | None = None
 
 
 def graph_zero(outputs: Any) -> torch.Tensor:

@@ -381,6 +381,41 @@ class FoNEDigitHead(nn.Module):
         return -torch.logsumexp(combo_log_p + per_combo, -1) / self.num_places  # (N,)
 
     @torch.no_grad()
+    def confidence(self, out: DigitHeadOutput) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """How well the output fits the number it reads, and the context head's chosen combination.
+
+        The fit of a place is ``1 - d / (pi / 10)``, with ``d`` the angle between its 2-vector and the direction of
+        the digit read there (at most half a digit, ``pi / 10``, since the read digit is the nearest): 1 when the
+        vector points exactly at a digit, 0 halfway between two. The number's fit is its worst place's. With the
+        context head it is multiplied by the probability of the chosen combination, ``P(c* | h)``. An answer that
+        is a combination of the numbers before it, learned, scores near 1; one the head cannot form (a product, a
+        conversion by a factor other than 1) comes out of an approximate read-out and scores lower.
+
+        Args:
+            out: the output at N positions (``pairs`` needed: ``fone_head_target="feature"``).
+
+        Returns:
+            float32 ``[N]`` confidences (None without ``pairs``) and int64 ``[N, K]`` coefficients (-1, 0, +1) of
+            the context numbers, most recent first (None for the other heads).
+        """
+        combination = None
+        if out.coefficient_log_probs is not None:
+            choice = most_likely_coefficients(out.coefficient_log_probs)  # (N, K) of 0, 1, 2
+            combination = choice - 1
+        if out.pairs is None:
+            return None, combination
+        digits = out.digit_logits.argmax(-1)  # (N, P), most significant first
+        angle = (digits.float() + lower_fractions(digits, torch.float32)) * (2 * math.pi / 10)  # the read digits
+        x, y = out.pairs[..., 0], out.pairs[..., 1]  # (N, P) each
+        cos, sin = torch.cos(angle), torch.sin(angle)
+        off = torch.atan2((x * sin - y * cos).abs(), x * cos + y * sin)  # (N, P): the angle to the read direction
+        fit = (1 - off / (math.pi / 10)).clamp(0.0, 1.0).amin(-1)  # (N,)
+        if out.coefficient_log_probs is not None:
+            chosen = out.coefficient_log_probs.gather(-1, choice.unsqueeze(-1)).squeeze(-1)  # (N, K)
+            fit = fit * chosen.sum(-1).exp()
+        return fit, combination
+
+    @torch.no_grad()
     def predict(self, out: DigitHeadOutput) -> tuple[torch.Tensor, torch.Tensor]:
         """Argmax digits (Definition 3.8) and signs.
 

@@ -70,15 +70,20 @@ class FoNEMethod(NumberMethod):
     def predict(self, config: NumberSettings, head: nn.Module, outputs: list[Any]) -> HeadReading:
         from numadapter.methods.fone.head import DigitHeadOutput
 
-        logits = torch.cat([out.digit_logits[:, -1] for out in outputs])  # (N, P, 10)
-        sign_logits = None
-        if outputs[0].sign_logits is not None:
-            sign_logits = torch.cat([out.sign_logits[:, -1] for out in outputs])  # (N, 2)
-        digits, sign = head.predict(DigitHeadOutput(digit_logits=logits, sign_logits=sign_logits))
+        def last(field: str) -> torch.Tensor | None:  # the field at the last position of every row: (N, ...)
+            parts = [getattr(out, field) for out in outputs]
+            return None if parts[0] is None else torch.cat([part[:, -1] for part in parts])
+
+        out = DigitHeadOutput(
+            digit_logits=last("digit_logits"), sign_logits=last("sign_logits"), pairs=last("pairs"),
+            coefficient_log_probs=last("coefficient_log_probs"),
+        )  # fmt: skip
+        digits, sign = head.predict(out)
         exponents = torch.arange(config.int_digits - 1, -config.frac_digits - 1, -1, dtype=torch.float64)
         place_values = torch.pow(10.0, exponents).to(digits.device)  # (P,): 10^(m-1) ... 10^(-n)
         values = (digits.to(torch.float64) * place_values).sum(-1) * sign  # (N,)
-        return HeadReading(digits=digits, sign=sign, values=values)
+        confidence, combination = head.confidence(out)
+        return HeadReading(digits=digits, sign=sign, values=values, confidence=confidence, combination=combination)
 
     def read_numbers(
         self, config: NumberSettings, head: nn.Module, digits: list[list[int]] | None, signs: list[int],

@@ -13,6 +13,7 @@ checked to 1e-5 relative.
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 
 import pytest
 import torch
@@ -23,7 +24,7 @@ from peft import LoraModel
 from numadapter.config import NumberAdapterConfig
 from numadapter.generation import generate
 from numadapter.generation.prompts import encode_prompts, position_ids
-from numadapter.numbers import ExactNumber, NumberOutOfRangeError
+from numadapter.numbers import ExactNumber, NumberOutOfRangeError, find_numbers
 from numadapter.tokenization import NumberTokenizer
 from numadapter.tuner.patches import base_weight
 from numadapter.tuner.side_buffer import NumberInputs
@@ -615,3 +616,35 @@ def test_number_runtime_needs_a_bound_adapter():
     assert not isinstance(lora, NumberAdapterModel)
     with pytest.raises(ValueError, match="has no numadapter adapter yet: build it with numadapter.get_peft_model"):
         NumberAdapterModel.number_runtime(lora)
+
+
+def test_each_generated_number_carries_the_heads_confidence_and_combination(store):
+    """A context head set to copy the latest number (coefficient +1 on it for sure, read-out 1 + 0i) writes it with
+    confidence 1 and combination (+1, 0, 0, 0); its read-out turned a quarter of a digit lowers the confidence to
+    one half (the same digits). Digit tokens have no head: None for each number found in the text."""
+    model, ntok = build(store, "llama", "fone")
+    encourage_numbers(model, ntok)
+    head = model.base_model.number_modules["default"].head
+    places, count = head.num_places, head.context_numbers
+    for angle, expected in ((0.0, 1.0), (math.pi / 20, 0.5)):
+        with torch.no_grad():
+            head.proj.weight.zero_()
+            head.proj.bias.copy_(torch.tensor([math.cos(angle), math.sin(angle)]).repeat(places))
+            head.coefficients.weight.zero_()
+            head.coefficients.bias.copy_(torch.tensor([-30.0, -30.0, 30.0] + [-30.0, 30.0, -30.0] * (count - 1)))
+            head.sign_proj.weight.zero_()  # sign_policy="feature": the sign head says + (the prompts' signs)
+            head.sign_proj.bias.copy_(torch.tensor([30.0, -30.0]))
+        out = generate(model, ntok, PROMPTS, max_new_tokens=6, return_dict=True)
+        assert sum(map(len, out.numbers)) >= 2
+        for prompt, numbers, confidences, combinations in zip(PROMPTS, out.numbers, out.confidences, out.combinations):
+            assert len(confidences) == len(combinations) == len(numbers)
+            spans = find_numbers(prompt)
+            latest = Decimal(str(spans[-1].exact)) if spans else Decimal(0)  # no number before it: u alone, 0
+            for number, confidence, combination in zip(numbers, confidences, combinations):
+                assert Decimal(str(number)) == latest
+                assert confidence == pytest.approx(expected, abs=1e-3)
+                assert combination == (1,) + (0,) * (count - 1)
+    digits, digits_ntok = build(store, "llama", "digits")
+    out = generate(digits, digits_ntok, PROMPTS[:4], max_new_tokens=6, return_dict=True)
+    assert [len(c) for c in out.confidences] == [len(n) for n in out.numbers]
+    assert all(c is None for row in out.confidences + out.combinations for c in row)

@@ -7,6 +7,7 @@ states that even hold both operands' features side by side cannot (it would have
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -263,3 +264,36 @@ def test_empty_slots_get_an_exactly_zero_gradient():
     grad = head.coefficients.bias.grad.view(4, 3)
     assert grad[2:].abs().max().item() == 0.0
     assert grad[:2].abs().max().item() > 1e-4
+
+
+def copy_head(angle: float = 0.0, plus_logit: float = 30.0) -> FoNEDigitHead:
+    """A context head that copies the latest number: slot 0's coefficient logits (0, 0, `plus_logit`) for
+    (-1, 0, +1), the other slots' coefficient 0 for sure, read-out u = (cos, sin)(angle) at every place."""
+    config = NumberAdapterConfig(encoding="fone", int_digits=PLACES, frac_digits=0, fone_head_input="context")
+    head = FoNEDigitHead(4, config)
+    with torch.no_grad():
+        head.proj.weight.zero_()
+        head.proj.bias.copy_(torch.tensor([math.cos(angle), math.sin(angle)]).repeat(PLACES))
+        head.coefficients.bias.copy_(torch.tensor([0.0, 0.0, plus_logit] + [-30.0, 30.0, -30.0] * 3))
+    return head
+
+
+@pytest.mark.parametrize(
+    "angle, plus_logit, expected",
+    [
+        (0.0, 30.0, 1.0),  # the latest number exactly: every place on a digit, the combination certain
+        (math.pi / 20, 30.0, 0.5),  # a quarter of a digit off at every place: half way to the sector's edge
+        (0.0, math.log(3.0), 0.6),  # on the digits, but P(+1 on the latest) = 3 / (1 + 1 + 3)
+    ],
+)
+def test_confidence_reads_how_well_the_output_fits_the_number(angle, plus_logit, expected):
+    head = copy_head(angle, plus_logit)
+    mask = torch.ones(2, 2, dtype=torch.long)
+    digits = torch.stack([digits_of([5, 40]), digits_of([1234, 98765])], 1)  # (2, 2, P): latest 1234 and 98765
+    context = last_numbers(mask, digits, None, 4).select((slice(None), -1))
+    out = head(torch.zeros(2, 4), context)
+    predicted, _ = head.predict(out)
+    confidence, combination = head.confidence(out)
+    assert predicted.tolist() == digits_of([1234, 98765]).tolist()
+    assert combination.tolist() == [[1, 0, 0, 0]] * 2
+    assert confidence.tolist() == pytest.approx([expected] * 2, abs=1e-3)
