@@ -40,7 +40,9 @@ from trl import SFTConfig, SFTTrainer
 
 from numadapter.config import NumberAdapterConfig
 from numadapter.data.collator import NumberDataCollator
+from numadapter.data.head_coverage import head_coverage, warn_uncovered
 from numadapter.integrations.qlora import keep_canonical_layout, restore_number_precision
+from numadapter.methods.registry import get_method
 from numadapter.tokenization.tokenizer import NumberTokenizer
 from numadapter.training.base import _NumberLossMixin
 from numadapter.training.binding import _bind, _completion_only, _map_datasets
@@ -126,6 +128,7 @@ class NumberSFTTrainer(_NumberLossMixin, SafeCheckpointMixin, SFTTrainer):
             num_proc=args.dataset_num_proc,
         )
         train_dataset, eval_dataset = self._prepare_datasets(ntok, train_dataset, eval_dataset)
+        _check_head_coverage(train_dataset, ntok.config)
         if data_collator is None:
             data_collator = NumberDataCollator.from_tokenizer(
                 ntok,
@@ -253,3 +256,10 @@ class NumberSFTTrainer(_NumberLossMixin, SafeCheckpointMixin, SFTTrainer):
                 prepared, ignore_keys=ignore_keys, metric_key_prefix=metric_key_prefix
             ),
         )
+
+
+def _check_head_coverage(dataset: Any, config: NumberAdapterConfig) -> None:
+    """Warns when the context head cannot form many of the training answers (`numadapter.data.head_coverage`)."""
+    count = get_method(config).context_size(config)
+    if count:
+        warn_uncovered(head_coverage(dataset, count), count, config.frac_digits)

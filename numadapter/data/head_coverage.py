@@ -1,0 +1,131 @@
+"""Which training answers the FoNE context head can form: a signed sum of the numbers before them.
+
+The context head (``fone_head_input="context"``, `numadapter.methods.fone.head`) writes a number as
+``u * prod_k z_k^(c_k)`` over the last K numbers before it, with ``c`` in ``{-1, 0, +1}^K``: exactly a sum or
+difference of some of them (a copy is one term), or else its linear read-out ``u``, which does not learn exact numbers
+on a pretrained base (docs/results.md). So the share of a data set's answers that are such a combination says, before
+any training, whether the head can help: on sums of numbers in the text it wins (100% against 4% for LoRA on digits
+on SmolLM2-135M); on a x1000 unit conversion, which no combination forms, it lost (3.5% against 62%).
+
+- `combination_of`: the coefficients that form a target from context values, or None.
+- `head_coverage`: over a prepared data set (`numadapter.data.prepare_dataset` rows), how many completion numbers
+  a combination of the K numbers before them forms, with a few that none does.
+- `warn_uncovered`: the warning `NumberSFTTrainer` gives when the head cannot form a large share of the answers.
+"""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from numadapter.schema import POSITIONS_FIELD
+
+# the share of answers the head may fail to form before the trainer warns
+UNCOVERED_WARNING_SHARE = 0.1
+
+
+def combination_of(context: Sequence[int], target: int) -> tuple[int, ...] | None:
+    """Coefficients ``c`` in ``{-1, 0, +1}`` with ``sum(c_k * context[k]) == target``, the fewest terms first.
+
+    Args:
+        context: the values before the answer, most recent first (integers: fixed-point values, all scaled alike).
+        target: the answer's value on the same scale.
+
+    Returns:
+        One coefficient per context value (most recent first), or None when no combination forms the target.
+    """
+    for terms in range(len(context) + 1):
+        for chosen in itertools.combinations(range(len(context)), terms):
+            for signs in itertools.product((1, -1), repeat=terms):
+                if sum(s * context[k] for s, k in zip(signs, chosen)) == target:
+                    coefficients = [0] * len(context)
+                    for s, k in zip(signs, chosen):
+                        coefficients[k] = s
+                    return tuple(coefficients)
+    return None
+
+
+@dataclass
+class Coverage:
+    """How many completion numbers of a data set the context head can form.
+
+    Attributes:
+        answers: completion numbers looked at.
+        formed: those a combination of the K numbers before them forms.
+        examples: up to 3 that none forms, as ``(context values, answer value)`` on the fixed-point scale.
+    """
+
+    answers: int = 0
+    formed: int = 0
+    examples: list[tuple[tuple[int, ...], int]] = field(default_factory=list)
+
+    @property
+    def share(self) -> float:
+        """``formed / answers`` (1.0 when there are none)."""
+        return self.formed / self.answers if self.answers else 1.0
+
+
+def _value(digits: Sequence[int], sign: int) -> int:
+    """The fixed-point integer of place digits (most significant first) and a sign."""
+    value = 0
+    for digit in digits:
+        value = 10 * value + int(digit)
+    return value * (-1 if sign < 0 else 1)
+
+
+def head_coverage(dataset: Any, count: int, limit: int = 2000) -> Coverage:
+    """Counts the completion numbers of the first `limit` examples that the context head can form.
+
+    Args:
+        dataset: prepared causal rows (`numadapter.data.prepare_dataset` with prompt/completion data: the sparse
+            number columns and ``completion_mask``); rows without ``completion_mask`` train every token, so every
+            number after the first counts as an answer.
+        count: K, ``fone_context_numbers``.
+        limit: examples to look at.
+
+    Returns:
+        `Coverage`.
+    """
+    coverage = Coverage()
+    for index, row in enumerate(dataset):
+        if index >= limit:
+            break
+        positions, digits, signs = row[POSITIONS_FIELD], row["number_digits"], row["number_sign"]
+        trained = row.get("completion_mask")
+        values = [_value(d, s) for d, s in zip(digits, signs)]
+        for n, position in enumerate(positions):
+            if n == 0 or (trained is not None and not trained[position]):
+                continue  # a prompt number, or the first number of a text (nothing before it)
+            context = tuple(values[max(0, n - count) : n][::-1])  # the last K before it, most recent first
+            coverage.answers += 1
+            if combination_of(context, values[n]) is not None:
+                coverage.formed += 1
+            elif len(coverage.examples) < 3:
+                coverage.examples.append((context, values[n]))
+    return coverage
+
+
+def warn_uncovered(coverage: Coverage, count: int, frac_digits: int) -> None:
+    """Warns when more than `UNCOVERED_WARNING_SHARE` of the answers are no combination the context head can form."""
+    missed = coverage.answers - coverage.formed
+    if not coverage.answers or missed / coverage.answers <= UNCOVERED_WARNING_SHARE:
+        return
+    scale = 10**frac_digits
+
+    def shown(value: int) -> str:
+        return str(value / scale) if frac_digits else str(value)
+
+    cases = "; ".join(
+        f"{shown(answer)} after [{', '.join(shown(v) for v in context)}]" for context, answer in coverage.examples
+    )
+    warnings.warn(
+        f"{missed} of {coverage.answers} training answers ({missed / coverage.answers:.0%}) are no sum or difference "
+        f"of the last fone_context_numbers={count} numbers before them (e.g. {cases}; most recent first). FoNE's "
+        "context head writes those through its linear read-out, which does not learn exact numbers on a pretrained "
+        "base: for such data use encoding='digits' (LoRA on the base's digit tokens), and read "
+        "numadapter.generate(..., return_dict=True).confidences to see which answers the head could not form.",
+        stacklevel=3,
+    )
