@@ -263,3 +263,42 @@ def test_empty_slots_get_an_exactly_zero_gradient():
     grad = head.coefficients.bias.grad.view(4, 3)
     assert grad[2:].abs().max().item() == 0.0
     assert grad[:2].abs().max().item() > 1e-4
+
+
+def ntl_inputs(head: FoNEDigitHead, hidden: torch.Tensor, context, answers: torch.Tensor, weight: float = 0.3):
+    """`LossInputs` of N answers at N target rows ``(n, 0)`` for `fone_ntl`."""
+    from types import SimpleNamespace
+
+    n = hidden.shape[0]
+    config = NumberAdapterConfig(encoding="fone", int_digits=PLACES, frac_digits=0, ntl_weight=weight)
+    plan = SimpleNamespace(
+        target_index=(torch.arange(n), torch.zeros(n, dtype=torch.long)),
+        targets=SimpleNamespace(digits=answers[:, None]),  # (N, 1, P)
+    )
+    return SimpleNamespace(config=config, head=head, plan=plan, outputs=head(hidden, context), denom=1.0)
+
+
+def test_ntl_on_the_context_head_reaches_the_coefficients_and_is_expected_over_the_combinations():
+    """NTL scored only the most likely combination, so the coefficients got no gradient from it; it is now the
+    expectation over the combinations under P(c | h): a gradient to the coefficients, and with one combination
+    certain it is that combination's NTL."""
+    from numadapter.methods.fone.method import fone_ntl
+    from numadapter.ntl import digit_ntl
+
+    torch.manual_seed(0)
+    config = NumberAdapterConfig(encoding="fone", int_digits=PLACES, frac_digits=0, fone_head_input="context")
+    head = FoNEDigitHead(16, config)
+    states, a, b, op = problems(8, seed=3)
+    answers = digits_of([x + y for x, y in zip(a, b)])
+    loss = fone_ntl(ntl_inputs(head, states, context_of(a, b), answers))
+    loss.backward()
+    assert head.coefficients.bias.grad.abs().sum() > 0
+    assert head.coefficients.weight.grad.abs().sum() > 0
+    with torch.no_grad():  # coefficient +1 on both operands for sure: the expectation is that one combination's NTL
+        head.coefficients.bias.copy_(torch.tensor([-30.0, -30.0, 30.0] * 2 + [0.0, 0.0, 0.0] * 2))
+        head.coefficients.weight.zero_()
+        head.proj.bias.add_(0.3)  # a read-out off 1 + 0i, so the digits are not certain
+        out = head(states, context_of(a, b))
+        expected = digit_ntl(head.target_logits(out, answers), answers, "was", reduction="none").mean(-1).sum()
+        got = fone_ntl(ntl_inputs(head, states, context_of(a, b), answers))
+    assert torch.allclose(got, expected, rtol=1e-4), (got, expected)
