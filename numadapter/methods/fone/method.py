@@ -18,22 +18,15 @@ from numadapter.methods.base import GeneratedNumber, HeadReading, LossInputs, Nu
 def fone_ntl(inputs: LossInputs) -> torch.Tensor:
     """NTL on the FoNE head's 10-way digit distributions at the target numbers: per-number mean over places, / N.
 
-    The distributions are the ones the head's own loss scores (`FoNEDigitHead.target_logits`). With the context head
-    (``fone_head_input="context"``) it is the NTL of every combination of the numbers before the answer, expected
-    under the head's ``P(c | h)`` (`FoNEDigitHead.combination_logits`): so the coefficients get a gradient from it
-    too (scored at the most likely combination alone, they got none).
+    The distributions are the ones the head's own loss scores (`FoNEDigitHead.target_logits`). The context head
+    (``fone_head_input="context"``) gets none (`FoNEMethod.head_ntl`): its digits come from the numbers before the
+    answer, exactly, and on SmolLM2 NTL added nothing there and at ``ntl_weight=1`` cost the top place
+    (``eval_harness/results/pretrained_study/ntl_context``).
     """
     from numadapter.ntl import digit_ntl
 
     b, t = inputs.plan.target_index
     target = inputs.plan.targets.digits[b, t]  # (N, P)
-    if inputs.outputs.powers is not None:  # the context head: NTL expected over the combinations, P(c | h)
-        combo_log_p, logits = inputs.head.combination_logits(inputs.outputs, target)  # (N, C), (N, C, P, 10)
-        n, combos, places = logits.shape[:3]
-        flat = target.unsqueeze(1).expand(n, combos, places).reshape(-1, places)  # (N * C, P)
-        per_place = digit_ntl(logits.reshape(-1, places, 10), flat, inputs.config.ntl_kind, reduction="none")
-        per_combo = per_place.view(n, combos, places).mean(-1)  # (N, C)
-        return (combo_log_p.exp() * per_combo).sum() / inputs.denom
     logits = inputs.head.target_logits(inputs.outputs, target)  # (N, P, 10)
     per_place = digit_ntl(logits, target, inputs.config.ntl_kind, reduction="none")  # (N, P)
     return per_place.mean(-1).sum() / inputs.denom
@@ -74,7 +67,9 @@ class FoNEMethod(NumberMethod):
         sign = None if out.sign_logits is None else targets.sign[b, t]
         return inputs.head.loss(out, targets.digits[b, t], sign, reduction="sum") / inputs.denom
 
-    def head_ntl(self, inputs: LossInputs) -> torch.Tensor:
+    def head_ntl(self, inputs: LossInputs) -> torch.Tensor | None:
+        if self.context_size(inputs.config):  # the context head: no NTL (`fone_ntl`; the trainers warn)
+            return None
         return fone_ntl(inputs)
 
     def predict(self, config: NumberSettings, head: nn.Module, outputs: list[Any]) -> HeadReading:
