@@ -80,6 +80,13 @@ ARMS: dict[str, Arm] = {
         {"fone_head_input": "context"},
         hypothesis="the context head with the number modules at LoRA's rate (number_lr_ratio 1)",
     ),
+    "fone_context_ntl": Arm(
+        "fone",
+        1e-3,
+        {"fone_head_input": "context", "ntl_weight": 0.3},
+        hypothesis="the context head + NTL 0.3, expected over the combinations (as measured at 160ebf2; the head gets "
+        "no NTL since)",
+    ),
     "xval": Arm(
         "xval",
         1e-3,

@@ -369,16 +369,26 @@ class FoNEDigitHead(nn.Module):
         explains it gets the credit at once. A single coefficient alone carries no signal (with one operand right
         and the other left out, the angles of the lower places are off by a uniformly random amount), which is why
         a soft mixture of the coefficients inside one product does not learn."""
+        combo_log_p, logits = self.combination_logits(out, target_digits)  # (N, C), (N, C, P, 10)
+        index = target_digits.long().unsqueeze(-2).expand(*logits.shape[:-1]).unsqueeze(-1)  # (N, C, P, 1)
+        per_combo = torch.log_softmax(logits, -1).gather(-1, index).squeeze(-1).sum(-1)  # (N, C)
+        return -torch.logsumexp(combo_log_p + per_combo, -1) / self.num_places  # (N,)
+
+    def combination_logits(
+        self, out: DigitHeadOutput, target_digits: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Context head: every one of the ``C = 3^K`` combinations on the target rows, with its log-probability
+        ``log P(c | h)`` (float32 ``[N, C]``) and the digit logits it gives, shifted by the target's lower digits
+        (teacher forcing, as `target_logits`): float32 ``[N, C, P, 10]``, most significant place first."""
+        if out.powers is None:
+            raise ValueError("`combination_logits` needs the context head's output (fone_head_input='context').")
         combos = self.combinations.to(out.powers.device)  # (C, K) of 0, 1, 2 (coefficients -1, 0, +1)
         slots = torch.arange(self.context_numbers, device=combos.device)
         combo_log_p = out.coefficient_log_probs[..., slots, combos].sum(-1)  # (N, C)
         products = _product(out.powers[..., slots, combos, :, :])  # (N, C, P, 2)
         combo_pairs = complex_product(out.readout.unsqueeze(-3), products).flip(-2)  # (N, C, P, 2), high place first
         lower = lower_fractions(target_digits, torch.float32).unsqueeze(-2)  # (N, 1, P)
-        logits = shifted_digit_logits(combo_pairs, lower)  # (N, C, P, 10)
-        index = target_digits.long().unsqueeze(-2).expand(*logits.shape[:-1]).unsqueeze(-1)  # (N, C, P, 1)
-        per_combo = torch.log_softmax(logits, -1).gather(-1, index).squeeze(-1).sum(-1)  # (N, C)
-        return -torch.logsumexp(combo_log_p + per_combo, -1) / self.num_places  # (N,)
+        return combo_log_p, shifted_digit_logits(combo_pairs, lower)  # (N, C), (N, C, P, 10)
 
     @torch.no_grad()
     def confidence(self, out: DigitHeadOutput) -> tuple[torch.Tensor | None, torch.Tensor | None]:

@@ -18,7 +18,10 @@ from numadapter.methods.base import GeneratedNumber, HeadReading, LossInputs, Nu
 def fone_ntl(inputs: LossInputs) -> torch.Tensor:
     """NTL on the FoNE head's 10-way digit distributions at the target numbers: per-number mean over places, / N.
 
-    The distributions are the ones the head's own loss scores (`FoNEDigitHead.target_logits`).
+    The distributions are the ones the head's own loss scores (`FoNEDigitHead.target_logits`). The context head
+    (``fone_head_input="context"``) gets none (`FoNEMethod.head_ntl`): its digits come from the numbers before the
+    answer, exactly, and on SmolLM2 NTL added nothing there and at ``ntl_weight=1`` cost the top place
+    (``eval_harness/results/pretrained_study/ntl_context``).
     """
     from numadapter.ntl import digit_ntl
 
@@ -64,7 +67,9 @@ class FoNEMethod(NumberMethod):
         sign = None if out.sign_logits is None else targets.sign[b, t]
         return inputs.head.loss(out, targets.digits[b, t], sign, reduction="sum") / inputs.denom
 
-    def head_ntl(self, inputs: LossInputs) -> torch.Tensor:
+    def head_ntl(self, inputs: LossInputs) -> torch.Tensor | None:
+        if self.context_size(inputs.config):  # the context head: no NTL (`fone_ntl`; the trainers warn)
+            return None
         return fone_ntl(inputs)
 
     def predict(self, config: NumberSettings, head: nn.Module, outputs: list[Any]) -> HeadReading:

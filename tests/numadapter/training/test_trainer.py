@@ -150,7 +150,12 @@ def mixed(n: int, seed: int = 0) -> datasets.Dataset:
 
 # every loss component: CE, the head loss, NTL on the FoNE head / on the LM's digit tokens, the aggregate loss
 ACCUMULATION_CASES = {
-    "llama-fone-ntl": ("llama", "fone", {"ntl_weight": 0.3}, {"lm_loss", "number_loss", "ntl_loss"}),
+    "llama-fone-ntl": (
+        "llama",
+        "fone",
+        {"ntl_weight": 0.3, "fone_head_input": "linear"},
+        {"lm_loss", "number_loss", "ntl_loss"},
+    ),  # NTL is on the paper's digit head; the context head gets none
     "llama-xval-ntl": ("llama", "xval", {"ntl_weight": 0.3}, {"lm_loss", "number_loss", "ntl_loss"}),
     "llama-digits": ("llama", "digits", {}, {"lm_loss", "ntl_loss", "aggregate_loss"}),
     "t5-digits": ("t5", "digits", {}, {"lm_loss", "ntl_loss", "aggregate_loss"}),

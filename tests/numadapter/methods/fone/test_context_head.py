@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import random
+import warnings
 
 import pytest
 import torch
@@ -297,3 +298,26 @@ def test_confidence_reads_how_well_the_output_fits_the_number(angle, plus_logit,
     assert predicted.tolist() == digits_of([1234, 98765]).tolist()
     assert combination.tolist() == [[1, 0, 0, 0]] * 2
     assert confidence.tolist() == pytest.approx([expected] * 2, abs=1e-3)
+
+
+def test_the_context_head_gets_no_ntl_and_the_trainers_say_so():
+    """NTL added nothing to the context head and cost its top place at weight 1 on SmolLM2
+    (eval_harness/results/pretrained_study/ntl_context): the head gets none, and training with ntl_weight > 0 warns."""
+    from types import SimpleNamespace
+
+    from numadapter.methods.fone.method import FoNEMethod
+    from numadapter.training.binding import warn_ntl_on_the_context_head
+
+    context = NumberAdapterConfig(encoding="fone", int_digits=PLACES, frac_digits=0, ntl_weight=0.3)
+    assert FoNEMethod().head_ntl(SimpleNamespace(config=context)) is None
+    with pytest.warns(UserWarning, match=r"ntl_weight=0.3 is not applied with FoNE's context head.*'linear'"):
+        warn_ntl_on_the_context_head(context)
+    for quiet in (
+        NumberAdapterConfig(encoding="fone", int_digits=PLACES, frac_digits=0),
+        NumberAdapterConfig(
+            encoding="fone", int_digits=PLACES, frac_digits=0, ntl_weight=0.3, fone_head_input="linear"
+        ),
+    ):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            warn_ntl_on_the_context_head(quiet)
