@@ -431,13 +431,15 @@ class FoNEDigitHead(nn.Module):
 
         Returns:
             ``digits`` int64 ``[N, P]`` (most significant first) and ``sign`` int64 ``[N]`` of +1 / -1 (all +1 when
-            the sign is text).
+            the sign is text; +1 for zero, as `ExactNumber` writes it).
         """
         digits = out.digit_logits.argmax(-1)  # (N, P)
         if out.sign_logits is None:
             sign = torch.ones(digits.shape[:-1], dtype=torch.long, device=digits.device)
         else:
-            sign = torch.where(out.sign_logits.argmax(-1) == 1, -1, 1)  # (N,)
+            # zero has no sign: "-0" would be written "0" but fed back with the sign feature of a negative number
+            negative = (out.sign_logits.argmax(-1) == 1) & (digits != 0).any(-1)
+            sign = torch.where(negative, -1, 1)  # (N,)
         return digits, sign
 
     @staticmethod

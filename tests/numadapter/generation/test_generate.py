@@ -640,10 +640,11 @@ def test_each_generated_number_carries_the_heads_confidence_and_combination(stor
             assert len(confidences) == len(combinations) == len(numbers)
             spans = find_numbers(prompt)
             latest = Decimal(str(spans[-1].exact)) if spans else Decimal(0)  # no number before it: u alone, 0
-            for number, confidence, combination in zip(numbers, confidences, combinations):
+            for index, (number, confidence, combination) in enumerate(zip(numbers, confidences, combinations)):
                 assert Decimal(str(number)) == latest
                 assert confidence == pytest.approx(expected, abs=1e-3)
-                assert combination == (1,) + (0,) * (count - 1)
+                copied = bool(spans) or index > 0  # the first number of a prompt without one has nothing to copy
+                assert combination == ((1,) if copied else (0,)) + (0,) * (count - 1)
     digits, digits_ntok = build(store, "llama", "digits")
     out = generate(digits, digits_ntok, PROMPTS[:4], max_new_tokens=6, return_dict=True)
     assert [len(c) for c in out.confidences] == [len(n) for n in out.numbers]
