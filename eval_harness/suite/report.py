@@ -78,6 +78,8 @@ def _plots(records: list[dict[str, Any]], families: list[str], out: Path) -> Non
         values = [found[a].get("mape", math.nan) if by_error else found[a]["exact_match"] for a in arms if a in found]
         axis.bar([a for a in arms if a in found], values)
         axis.set(title=name, ylabel="MAPE %" if by_error else "exact match")
+        if not by_error:
+            axis.set_ylim(0, 1)
     fig.tight_layout()
     fig.savefig(out / "bars.png", dpi=90)
     plt.close(fig)
@@ -88,7 +90,7 @@ def _plots(records: list[dict[str, Any]], families: list[str], out: Path) -> Non
         for r in (r for r in records if r["task"] == name):
             axis.plot([p["seconds"] for p in r["curve"]], [p["exact_match"] for p in r["curve"]], marker=".",
                       label=r["arm"])  # fmt: skip
-        axis.set(title=name, xlabel="training seconds", ylabel="exact match")
+        axis.set(title=name, xlabel="training seconds", ylabel="exact match", ylim=(0, 1))
         axis.legend(fontsize=6)
     fig.tight_layout()
     fig.savefig(out / "curves.png", dpi=90)
