@@ -118,8 +118,8 @@ FACTS: list[tuple[str, str]] = [
 
 
 def first_number(text: str) -> Decimal | None:
-    """The value of the first number `numadapter.numbers.find_numbers` finds in `text`, or None."""
-    from numadapter.numbers import find_numbers
+    """The value of the first number `numadapter.find_numbers` finds in `text`, or None."""
+    from numadapter import find_numbers
 
     spans = find_numbers(text)
     return spans[0].exact.to_decimal() if spans else None
