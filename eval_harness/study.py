@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -111,39 +112,60 @@ def task_rows(task: str, n: int, seed: int, exclude: set[str] | None = None) -> 
 
 
 def run_arm(name: str, task: str, steps: int, eval_every: int, n_train: int, n_eval: int, batch: int, seed: int,
-            base: str, out: Path, note: str, lr: float | None) -> dict[str, Any]:  # fmt: skip
-    """Trains one arm through `NumberSFTTrainer` and scores its curve; writes and returns the JSON record."""
+            base: str, out: Path, note: str, lr: float | None, *, rows: tuple[list, list] | None = None,
+            config: dict[str, Any] | None = None, seconds: float | None = None, max_new_tokens: int = 8,
+            after_training: Callable[[Any, Any], dict[str, Any]] | None = None) -> dict[str, Any]:  # fmt: skip
+    """Trains one arm through `NumberSFTTrainer` and scores its curve; writes and returns the JSON record.
+
+    The curve is scored every `eval_every` optimizer steps and when training stops. By default the rows are
+    `task_rows(task)`; the task suite (`eval_harness.suite`) passes its own.
+
+    Args:
+        rows: ``(train_rows, held_out_rows)`` to use instead of `task_rows` (then `n_train` / `n_eval` are ignored).
+        config: `NumberAdapterConfig` fields over the arm's (e.g. a family's ``int_digits``, ``xval_scale``).
+        seconds: a training-time budget: training stops at the first step whose training seconds (scoring
+            excluded) reach it; `steps` stays the cap.
+        max_new_tokens: the most tokens generated per held-out answer.
+        after_training: ``f(model, ntok) -> dict`` run on the trained adapter; its entries join the record.
+    """
     import datasets
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import SFTConfig
 
+    from eval_harness.metrics import mape
     from numadapter import NumberAdapterConfig, NumberSFTTrainer, NumberTokenizer, get_peft_model
-    from numadapter.evaluation import answer_metrics, generate_answers
+    from numadapter.evaluation import answer_metrics, generate_answers, last_number
 
     arm = ARMS[name]
     rate = lr if lr is not None else arm.lr
-    train_rows = task_rows(task, n_train, seed)
-    eval_rows = task_rows(task, n_eval, seed + 1, exclude={r["prompt"] for r in train_rows})
+    if rows is None:
+        train_rows = task_rows(task, n_train, seed)
+        rows = train_rows, task_rows(task, n_eval, seed + 1, exclude={r["prompt"] for r in train_rows})
+    train_rows, eval_rows = rows
+    fields = {**COMMON, **arm.config, **(config or {})}
     tokenizer = AutoTokenizer.from_pretrained(base)
     model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
-    config = NumberAdapterConfig(encoding=arm.encoding, **{**COMMON, **arm.config})
+    adapter_config = NumberAdapterConfig(encoding=arm.encoding, **fields)
     torch.manual_seed(seed)
-    model = get_peft_model(model, config, tokenizer=tokenizer)
-    ntok = NumberTokenizer(tokenizer, config)
+    model = get_peft_model(model, adapter_config, tokenizer=tokenizer)
+    ntok = NumberTokenizer(tokenizer, adapter_config)
     prompts, refs = [r["prompt"] for r in eval_rows], [r["completion"] for r in eval_rows]
     curve: list[dict[str, float]] = []
     path = out / task / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     settings = {
         "arm": name, "task": task, "hypothesis": arm.hypothesis, "encoding": arm.encoding, "lr": rate,
-        "config": {**COMMON, **arm.config}, "steps": steps, "batch_size": batch, "n_train": n_train,
-        "n_eval": n_eval, "seed": seed, "note": note, "torch_threads": torch.get_num_threads(),
+        "config": fields, "steps": steps, "seconds_budget": seconds, "batch_size": batch, "n_train": len(train_rows),
+        "n_eval": len(eval_rows), "seed": seed, "note": note, "torch_threads": torch.get_num_threads(),
+        "max_new_tokens": max_new_tokens,
     }  # fmt: skip
 
     def score(step: int, train_seconds: float) -> None:
-        metrics = answer_metrics(generate_answers(model, ntok, prompts, 8, 100, progress=False), refs)
-        point = {"step": step, "exact_match": metrics["exact_match"], "mae": metrics["mae"], "seconds": train_seconds}
+        answers = generate_answers(model, ntok, prompts, max_new_tokens, 100, progress=False)
+        metrics = answer_metrics(answers, refs)
+        point = {"step": step, "exact_match": metrics["exact_match"], "mae": metrics["mae"], "seconds": train_seconds,
+                 "mape": mape(answers, [last_number(r) for r in refs], which="last").value}  # fmt: skip
         curve.append(point)
         path.write_text(json.dumps({**settings, "curve": curve, "final": point, "complete": False}, indent=1))
         print(f"[{name}/{task}] step {step}: exact {point['exact_match']:.1%}, MAE {point['mae']:.1f}, "
@@ -158,10 +180,13 @@ def run_arm(name: str, task: str, steps: int, eval_every: int, n_train: int, n_e
             self.start = time.perf_counter()
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            if state.global_step % eval_every and state.global_step != steps:
-                return
             begin = time.perf_counter()
-            score(state.global_step, begin - self.start - self.scoring)
+            trained = begin - self.start - self.scoring
+            out_of_time = seconds is not None and trained >= seconds
+            control.should_training_stop = control.should_training_stop or out_of_time
+            if state.global_step % eval_every and state.global_step != steps and not out_of_time:
+                return
+            score(state.global_step, trained)
             kwargs["model"].train()
             self.scoring += time.perf_counter() - begin
 
@@ -169,7 +194,7 @@ def run_arm(name: str, task: str, steps: int, eval_every: int, n_train: int, n_e
     args = SFTConfig(
         output_dir=str(out / "tmp" / name), max_steps=steps, per_device_train_batch_size=batch, learning_rate=rate,
         lr_scheduler_type="constant_with_warmup", warmup_steps=min(20, steps // 10), max_grad_norm=1.0,
-        logging_steps=max(1, steps // 10), save_strategy="no", report_to=[], seed=seed, bf16=False,
+        logging_steps=max(1, min(steps // 10, 50)), save_strategy="no", report_to=[], seed=seed, bf16=False,
         use_cpu=not torch.cuda.is_available(), dataset_num_proc=None,
     )  # fmt: skip
     trainer = NumberSFTTrainer(
@@ -181,7 +206,9 @@ def run_arm(name: str, task: str, steps: int, eval_every: int, n_train: int, n_e
     history = trainer.state.log_history
     losses = [{k: v for k, v in log.items() if "loss" in k} | {"step": log.get("step")} for log in history]
     record = {**settings, "curve": curve, "final": curve[-1], "complete": True, "losses": losses,
-              "wall_seconds": time.perf_counter() - started}  # fmt: skip
+              "wall_seconds": time.perf_counter() - started, "steps_done": trainer.state.global_step}  # fmt: skip
+    if after_training is not None:
+        record.update(after_training(model, ntok))
     path.write_text(json.dumps(record, indent=1))
     print(f"wrote {path}")
     return record
@@ -334,6 +361,18 @@ def report(out: Path) -> str:
     return text
 
 
+def prepare_run(base: str | None) -> str:
+    """Sets torch's threads (``STUDY_THREADS``, default 2) and returns `base` or the real SmolLM2-135M's directory."""
+    import torch
+
+    torch.set_num_threads(int(os.environ.get("STUDY_THREADS", "2")))
+    if base is None:
+        import numadapter
+
+        base = numadapter.smollm2_path()
+    return base
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m eval_harness.study", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -359,13 +398,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "report":
         print(report(args.out))
         return
-    import torch
-
-    torch.set_num_threads(int(os.environ.get("STUDY_THREADS", "2")))
-    if args.base is None:
-        import numadapter
-
-        args.base = numadapter.smollm2_path()
+    args.base = prepare_run(args.base)
     if args.command == "probe":
         args.out.mkdir(parents=True, exist_ok=True)
         print(json.dumps(probe(args.base, args.out), indent=1))

@@ -36,3 +36,20 @@ def test_an_arm_trains_scores_its_curve_and_reports(tmp_path):
     text = study.report(tmp_path / "out")
     row = next(line for line in text.splitlines() if line.startswith("| fone_rotation |"))
     assert f"{saved['final']['mae']:.1f}" in row and (tmp_path / "out" / "curves.png").is_file()
+
+
+def test_a_time_budget_stops_training_and_given_rows_and_fields_reach_the_adapter(tmp_path):
+    base = tmp_path / "base"
+    build_tiny_base(str(base), TINY, seed=0, print_fn=lambda line: None)
+    train = [{"prompt": f"{a} + 1 =", "completion": f" {a + 1}"} for a in range(100, 116)]
+    held = [{"prompt": "7 + 1 =", "completion": " 8"}, {"prompt": "9 + 1 =", "completion": " 10"}]
+    record = study.run_arm(
+        "xval", "plus_one", steps=50, eval_every=100, n_train=0, n_eval=0, batch=4, seed=0, base=str(base),
+        out=tmp_path / "out", note="", lr=None, rows=(train, held), config={"xval_scale": 200.0, "int_digits": 3},
+        seconds=0.0, max_new_tokens=4, after_training=lambda model, ntok: {"scale": ntok.config.xval_scale},
+    )  # fmt: skip
+    assert record["steps_done"] == 1 and [p["step"] for p in record["curve"]] == [0, 1]
+    assert record["seconds_budget"] == 0.0 and record["n_train"] == 16 and record["n_eval"] == 2
+    assert record["config"]["xval_scale"] == 200.0 == record["scale"] and record["config"]["int_digits"] == 3
+    assert "mape" in record["final"] and record["max_new_tokens"] == 4
+    assert (tmp_path / "out" / "plus_one" / "xval.json").is_file()

@@ -1,0 +1,295 @@
+"""The suite's generated task families: one small seeded generator per family, and their registry.
+
+Each generator draws one problem from a `random.Random` and returns ``(prompt, completion)``; the completion starts
+with a space and ends with the answer, the number `numadapter.evaluation.answer_metrics` reads (the last one). The
+answer is computed from the problem's own operands, so a held-out row never depends on the training rows.
+`family_rows` draws the disjoint ``train`` and ``held-out`` splits. The base-known facts family lives in
+`eval_harness.suite.facts` (its rows depend on what the base answers, not on a generator).
+
+Every `Family` declares the number places its rows need (``int_digits``, ``frac_digits``: every number in a prompt or
+completion fits them, so no number falls back to text) and an xVal scale (``xval_scale``: every value divided by it
+lies within xVal's clip of 5), which `Family.arm_config` hands to the arms.
+"""
+
+from __future__ import annotations
+
+import ast
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
+
+Problem = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class Family:
+    """One task family.
+
+    Attributes:
+        name: the family's name on the command line.
+        description: what a row asks, for the README.
+        draw: one ``(prompt, completion)`` from a seeded generator (None for the facts family).
+        int_digits, frac_digits: number places every number of a row fits (`NumberAdapterConfig` fields).
+        xval_scale: values divided by this stay within [-5, 5] (xVal's clip).
+        max_new_tokens: the most tokens an answer may take (digit arms write one token per digit).
+        scoring: ``"exact"`` (exact match of the last number) or ``"error"`` (a regression family: MAE and MAPE).
+    """
+
+    name: str
+    description: str
+    draw: Callable[[random.Random], Problem] | None
+    int_digits: int
+    frac_digits: int = 0
+    max_new_tokens: int = 12
+    scoring: str = "exact"
+
+    @property
+    def xval_scale(self) -> float:
+        """The largest value a row may hold, over 5: every value / scale lies in [-5, 5]."""
+        return 10.0**self.int_digits / 5.0
+
+    def arm_config(self, encoding: str) -> dict[str, float | int]:
+        """`NumberAdapterConfig` fields this family sets on an arm of `encoding` (the scale only for xVal)."""
+        fields: dict[str, float | int] = {"int_digits": self.int_digits, "frac_digits": self.frac_digits}
+        if encoding == "xval":
+            fields["xval_scale"] = self.xval_scale
+        return fields
+
+
+def text(value: Decimal | int) -> str:
+    """A number as plain text: no exponent, no trailing fraction zeros (``Decimal("1.50")`` -> ``"1.5"``)."""
+    written = format(Decimal(value).normalize(), "f")
+    return "0" if written in ("-0", "0") else written
+
+
+def _digits(rng: random.Random, low: int, high: int) -> int:
+    """A number whose digit count is uniform in [low, high] (short and long numbers equally common)."""
+    count = rng.randint(low, high)
+    return rng.randrange(10 ** (count - 1) if count > 1 else 0, 10**count)
+
+
+def copy_integer(rng: random.Random) -> Problem:
+    value = _digits(rng, 7, 12)
+    return f"Repeat the number {value}:", f" {value}"
+
+
+def copy_decimal(rng: random.Random) -> Problem:
+    whole, places = _digits(rng, 1, 6), rng.randint(1, 4)
+    fraction = rng.randrange(10 ** (places - 1)) * 10 + rng.randint(1, 9)  # ends in 1-9
+    written = f"{whole}.{fraction:0{places}d}"
+    return f"Repeat the number {written}:", f" {written}"
+
+
+def max_min(rng: random.Random) -> Problem:
+    values = [_digits(rng, 1, 6) for _ in range(rng.randint(3, 6))]
+    which = rng.choice(["max", "min"])
+    answer = max(values) if which == "max" else min(values)
+    return f"{which}({', '.join(map(str, values))}) =", f" {answer}"
+
+
+def ledger(rng: random.Random) -> Problem:
+    """A balance after 1-5 deposits / withdrawals (2-6 operands), among an account id, a date and list numbers."""
+    while True:
+        opening = rng.randint(1000, 9999)
+        changes = [(rng.choice(["deposit", "withdrawal"]), _digits(rng, 2, 3)) for _ in range(rng.randint(1, 5))]
+        balance = opening + sum(v if kind == "deposit" else -v for kind, v in changes)
+        if balance >= 0:
+            break
+    date = f"{rng.randint(2000, 2024)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
+    items = " ".join(f"{i}) {kind} {v}" for i, (kind, v) in enumerate(changes, 1))
+    prompt = f"Account {rng.randint(10000, 99999)}, {date}. Opening balance {opening}. {items}. Closing balance:"
+    return prompt, f" {balance}"
+
+
+def powers_of_ten(rng: random.Random) -> Problem:
+    while True:
+        value = Decimal(rng.randint(1, 99999)).scaleb(-rng.randint(0, 2))
+        power, times = 10 ** rng.randint(1, 3), rng.random() < 0.5
+        answer = value * power if times else value / power
+        if answer < 10**6 and -answer.normalize().as_tuple().exponent <= 4:
+            return f"{text(value)} {'*' if times else '/'} {power} =", f" {text(answer)}"
+
+
+UNITS = [("km", "m", 1000), ("m", "cm", 100), ("kg", "g", 1000), ("L", "mL", 1000), ("h", "min", 60),
+         ("min", "s", 60), ("days", "h", 24), ("weeks", "days", 7), ("ft", "in", 12), ("yd", "ft", 3)]  # fmt: skip
+
+
+def units(rng: random.Random) -> Problem:
+    source, target, factor = rng.choice(UNITS)
+    value = _digits(rng, 1, 3)
+    return f"Convert {value} {source} to {target}:", f" {value * factor}"
+
+
+def times_one_digit(rng: random.Random) -> Problem:
+    a, b = _digits(rng, 2, 6), rng.randint(2, 9)
+    return f"{a} * {b} =", f" {a * b}"
+
+
+def k_by_k(rng: random.Random) -> Problem:
+    k = rng.randint(2, 3)
+    a, b = rng.randrange(10 ** (k - 1), 10**k), rng.randrange(10 ** (k - 1), 10**k)
+    return f"{a} * {b} =", f" {a * b}"
+
+
+def percent(rng: random.Random) -> Problem:
+    share, whole = rng.randint(1, 99), _digits(rng, 1, 4)
+    return f"{share}% of {whole} =", f" {text(Decimal(share * whole) / 100)}"
+
+
+def quotient_remainder(rng: random.Random) -> Problem:
+    a, b = _digits(rng, 3, 5), rng.randint(2, 99)
+    which = rng.choice(["quotient", "remainder"])
+    return f"{a} divided by {b}: {which} =", f" {a // b if which == 'quotient' else a % b}"
+
+
+ONES = "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen " \
+    "seventeen eighteen nineteen".split()  # fmt: skip
+TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
+
+
+def _words_below_1000(n: int) -> list[str]:
+    words = [ONES[n // 100], "hundred"] if n >= 100 else []
+    rest = n % 100
+    if rest >= 20:
+        words.append(TENS[rest // 10] + (f"-{ONES[rest % 10]}" if rest % 10 else ""))
+    elif rest or not words:
+        words.append(ONES[rest])
+    return words
+
+
+def in_words(n: int) -> str:
+    """``n`` in [0, 999999] in English words, without "and": ``4206`` -> ``"four thousand two hundred six"``."""
+    if not 0 <= n <= 999_999:
+        raise ValueError(f"in_words covers 0 to 999999, got {n}: split larger numbers first.")
+    thousands, rest = divmod(n, 1000)
+    words = _words_below_1000(thousands) + ["thousand"] if thousands else []
+    return " ".join(words + (_words_below_1000(rest) if rest or not words else []))
+
+
+def words_to_digits(rng: random.Random) -> Problem:
+    value = _digits(rng, 1, 6)
+    return f"Write in digits: {in_words(value)}.", f" {value}"
+
+
+OPERATORS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*"}
+
+
+def _expression(rng: random.Random) -> tuple[str, list[str], int]:
+    """``((a op b) op c) [op d]`` with every partial result in [0, 10^6): the text, its steps and the value."""
+    while True:
+        value = rng.randint(1, 99)
+        written, steps = str(value), []
+        for _ in range(rng.randint(2, 3)):
+            operand, symbol = rng.randint(1, 99), rng.choice("+-*")
+            result = value + operand if symbol == "+" else value - operand if symbol == "-" else value * operand
+            steps.append(f"{value} {symbol} {operand} = {result}")
+            written, value = f"({written} {symbol} {operand})", result
+            if not 0 <= value < 10**6:
+                break
+        else:
+            return written[1:-1], steps, value
+
+
+def expression(rng: random.Random) -> Problem:
+    written, _, value = _expression(rng)
+    return f"Compute {written}:", f" {value}"
+
+
+def expression_scratchpad(rng: random.Random) -> Problem:
+    written, steps, value = _expression(rng)
+    return f"Compute {written} step by step:", f" {', '.join(steps)}. Answer: {value}"
+
+
+MILE_KM = Decimal("1.609344")
+
+
+def miles_to_km(rng: random.Random) -> Problem:
+    miles = Decimal(rng.randint(1, 9999)) / 10
+    km = (miles * MILE_KM).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+    return f"Convert {text(miles)} miles to km:", f" {text(km)}"
+
+
+FAMILIES: dict[str, Family] = {
+    f.name: f
+    for f in [
+        Family("copy", "repeat a 7-12 digit integer", copy_integer, 12, max_new_tokens=16),
+        Family("copy_decimal", "repeat a decimal with 1-6 integer and 1-4 fraction digits", copy_decimal, 6, 4),
+        Family("maxmin", "max(...) or min(...) of 3-6 numbers of 1-6 digits", max_min, 6),
+        Family(
+            "ledger",
+            "closing balance after 1-5 deposits / withdrawals, among an id, a date and list numbers",
+            ledger,
+            5,
+        ),
+        Family("powers_of_ten", "a decimal times or divided by 10, 100 or 1000", powers_of_ten, 6, 4),
+        Family("units", "a 1-3 digit amount converted with an integer factor (km -> m, h -> min, ...)", units, 6),
+        Family("times_one_digit", "a 2-6 digit number times one digit 2-9", times_one_digit, 7),
+        Family("k_by_k", "a k-digit number times a k-digit number, k = 2 or 3", k_by_k, 6),
+        Family("percent", "p% of a 1-4 digit number (p 1-99; answers with up to 2 decimals)", percent, 4, 2),
+        Family("divmod", "integer quotient or remainder of a 3-5 digit number by 2-99", quotient_remainder, 5),
+        Family("words", "a number 0-999999 written in English words, to digits", words_to_digits, 6),
+        Family("expression", "((a op b) op c) [op d], op in + - *, answer only", expression, 6),
+        Family(
+            "expression_scratchpad",
+            "the same expressions, each step written before the answer",
+            expression_scratchpad,
+            6,
+            max_new_tokens=64,
+        ),
+        Family(
+            "miles_km",
+            "miles (1 decimal) to km at 1.609344, rounded to 2 decimals; scored by error",
+            miles_to_km,
+            4,
+            2,
+            scoring="error",
+        ),
+        Family(
+            "facts",
+            "facts and constants the base answers right before training (eval_harness.suite.facts)",
+            None,
+            6,
+            3,
+        ),
+    ]
+}
+
+
+def family(name: str) -> Family:
+    """The family called `name`; a clear error listing the names otherwise."""
+    if name not in FAMILIES:
+        raise ValueError(f"unknown family {name!r}: use one of {', '.join(FAMILIES)}.")
+    return FAMILIES[name]
+
+
+def _unique(draw: Callable[[random.Random], Problem], n: int, rng: random.Random, skip: set[str], name: str):
+    rows: list[dict[str, str]] = []
+    seen = set(skip)
+    for _ in range(50 * n + 1000):
+        if len(rows) == n:
+            return rows
+        prompt, completion = draw(rng)
+        if prompt not in seen:
+            seen.add(prompt)
+            rows.append({"prompt": prompt, "completion": completion})
+    raise ValueError(
+        f"family {name!r}: only {len(rows)} distinct prompts outside the other split after {50 * n + 1000} draws, "
+        f"{n} asked: ask for fewer rows."
+    )
+
+
+def family_rows(name: str, n_train: int, n_eval: int, seed: int) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+    """The ``train`` and ``held-out`` rows of a generated family: distinct prompts, disjoint splits, seeded.
+
+    The train rows come from ``random.Random(seed)``, the held-out rows from ``random.Random(seed + 1)`` with the
+    train prompts skipped; each row's answer is computed from its own prompt's numbers.
+    """
+    found = family(name)
+    if found.draw is None:
+        raise ValueError(f"family {name!r} has no generator: its rows come from eval_harness.suite.facts.")
+    if n_train < 0 or n_eval < 0:
+        raise ValueError(f"row counts must be >= 0, got n_train={n_train}, n_eval={n_eval}.")
+    train = _unique(found.draw, n_train, random.Random(seed), set(), name)
+    held = _unique(found.draw, n_eval, random.Random(seed + 1), {r["prompt"] for r in train}, name)
+    return train, held

@@ -1,0 +1,112 @@
+"""``python -m eval_harness.suite``: train and score arms on task families, and write the suite's report.
+
+``run`` trains every requested arm on every requested family with `eval_harness.study.run_arm` (the product path),
+each with the same training-time budget (``--seconds``) or step budget (``--steps``), and writes
+``<out>/<family>/<arm>.json``. ``report`` writes ``<out>/README.md`` and the plots (`eval_harness.suite.report`).
+``list`` prints the families.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from eval_harness.suite.families import FAMILIES, family, family_rows
+
+DEFAULT_OUT = Path(__file__).parent.parent / "results" / "suite"
+DEFAULT_ARMS = ("lora_digits", "digits_ntl", "fone_context", "xval")
+STEP_CAP = 100_000  # the step cap of a time-budgeted run: the budget always stops it first
+
+
+def _names(text: str, known: list[str], what: str) -> list[str]:
+    """A comma-separated list checked against `known` (``all``: every one)."""
+    names = list(known) if text == "all" else [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown {what} {', '.join(map(repr, unknown)) or '(none given)'}: use 'all' or a comma-separated list "
+            f"of {', '.join(known)}."
+        )
+    return names
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line; ``run`` checks ``--families`` / ``--arms`` and needs a positive budget."""
+    from eval_harness.study import ARMS
+
+    parser = argparse.ArgumentParser(prog="python -m eval_harness.suite", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="train and score arms on families")
+    run.add_argument("--families", default="all", type=lambda t: _names(t, list(FAMILIES), "family"))
+    run.add_argument("--arms", default=",".join(DEFAULT_ARMS), type=lambda t: _names(t, sorted(ARMS), "arm"))
+    run.add_argument("--seconds", type=float, default=None, help="training seconds per arm (default 300)")
+    run.add_argument("--steps", type=int, default=None, help="optimizer steps per arm (with --seconds: a cap)")
+    run.add_argument("--eval-every", type=int, default=100, help="score the held-out rows every N steps")
+    run.add_argument("--n-train", type=int, default=8000)
+    run.add_argument("--n-eval", type=int, default=200)
+    run.add_argument("--batch", type=int, default=32)
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--retention", action=argparse.BooleanOptionalAction, default=True,
+                     help="score every trained arm on the held-out base-known facts too")  # fmt: skip
+    run.add_argument("--base", default=None, help="model directory (default: numadapter.smollm2_path())")
+    run.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    run.add_argument("--note", default="")
+    rep = sub.add_parser("report", help="table + plots from the JSON records")
+    rep.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    sub.add_parser("list", help="the families")
+    args = parser.parse_args(argv)
+    if args.command == "run":
+        if args.steps is None and args.seconds is None:
+            args.seconds = 300.0
+        budgets = {"--seconds": args.seconds, "--steps": args.steps, "--eval-every": args.eval_every,
+                   "--n-train": args.n_train, "--n-eval": args.n_eval, "--batch": args.batch}  # fmt: skip
+        for flag, value in budgets.items():
+            if value is not None and value <= 0:
+                parser.error(f"{flag} must be positive, got {value}: e.g. {flag} 100.")
+    return args
+
+
+def run(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Every family x arm of `args` through `run_arm`; returns the records (each also written as JSON)."""
+    from eval_harness.study import ARMS, run_arm
+    from eval_harness.suite.facts import base_known, fact_rows, score_facts
+
+    base = args.base
+    facts_train: list[dict[str, str]] = []
+    held_facts: list[dict[str, str]] = []
+    if args.retention or "facts" in args.families:
+        facts_train, held_facts = fact_rows(base_known(base, args.out), args.seed)
+        print(f"base-known facts: {len(facts_train)} train, {len(held_facts)} held out", flush=True)
+    records = []
+    for name in args.families:
+        found = family(name)
+        if found.draw is None:
+            rows = facts_train, held_facts
+        else:
+            rows = family_rows(name, args.n_train, args.n_eval, args.seed)
+        for arm in args.arms:
+            after = (lambda model, ntok: score_facts(model, ntok, held_facts)) if args.retention else None
+            record = run_arm(arm, name, args.steps or STEP_CAP, args.eval_every, len(rows[0]), len(rows[1]),
+                             args.batch, args.seed, base, args.out, args.note, None, rows=rows,
+                             config=found.arm_config(ARMS[arm].encoding), seconds=args.seconds,
+                             max_new_tokens=found.max_new_tokens, after_training=after)  # fmt: skip
+            records.append(record)
+    return records
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    if args.command == "list":
+        for found in FAMILIES.values():
+            print(f"{found.name:24} {found.description}")
+        return
+    if args.command == "report":
+        from eval_harness.suite.report import report
+
+        print(report(args.out))
+        return
+    from eval_harness.study import prepare_run
+
+    args.base = prepare_run(args.base)
+    run(args)

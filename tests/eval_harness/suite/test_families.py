@@ -1,0 +1,137 @@
+"""eval_harness.suite.families: seeded, disjoint splits whose answers a second computation here confirms."""
+
+from __future__ import annotations
+
+import ast
+import re
+from decimal import ROUND_HALF_UP, Decimal
+
+import pytest
+
+from eval_harness.suite.families import FAMILIES, Family, family_rows
+from numadapter.numbers import find_numbers
+
+GENERATED = [name for name, f in FAMILIES.items() if f.draw is not None]
+
+# units by their own factors, written out again here (not imported from the generator)
+FACTORS = {("km", "m"): 1000, ("m", "cm"): 100, ("kg", "g"): 1000, ("L", "mL"): 1000, ("h", "min"): 60,
+           ("min", "s"): 60, ("days", "h"): 24, ("weeks", "days"): 7, ("ft", "in"): 12, ("yd", "ft"): 3}  # fmt: skip
+SMALL = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve thirteen "
+                                    "fourteen fifteen sixteen seventeen eighteen nineteen".split())}  # fmt: skip
+DECADES = {w: 10 * i for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split(), 2)}
+
+
+def _words(text: str) -> int:
+    """English words to an integer: a parser of its own (the generator only writes numbers as words)."""
+    total = current = 0
+    for word in text.replace("-", " ").split():
+        if word in SMALL:
+            current += SMALL[word]
+        elif word in DECADES:
+            current += DECADES[word]
+        elif word == "hundred":
+            current *= 100
+        elif word == "thousand":
+            total, current = total + current * 1000, 0
+        else:
+            raise AssertionError(f"unexpected word {word!r} in {text!r}")
+    return total + current
+
+
+def _evaluate(node: ast.AST) -> int:
+    """The value of an arithmetic expression tree of integers and + - *."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    assert isinstance(node, ast.BinOp), ast.dump(node)
+    left, right = _evaluate(node.left), _evaluate(node.right)
+    return {ast.Add: left + right, ast.Sub: left - right, ast.Mult: left * right}[type(node.op)]
+
+
+def _ledger(prompt: str) -> int:
+    opening = int(re.search(r"Opening balance (\d+)\.", prompt).group(1))
+    moves = re.findall(r"\d\) (deposit|withdrawal) (\d+)", prompt)
+    assert 1 <= len(moves) <= 5 and re.search(r"Account \d+, \d{4}-\d\d-\d\d\.", prompt)
+    return opening + sum(int(v) if kind == "deposit" else -int(v) for kind, v in moves)
+
+
+def _answer(name: str, prompt: str) -> Decimal:
+    """The answer recomputed from the prompt alone."""
+    d = [Decimal(x) for x in re.findall(r"\d+(?:\.\d+)?", prompt)]
+    if name in ("copy", "copy_decimal"):
+        return Decimal(re.fullmatch(r"Repeat the number ([\d.]+):", prompt).group(1))
+    if name == "maxmin":
+        return (max if prompt.startswith("max(") else min)(d)
+    if name == "ledger":
+        return Decimal(_ledger(prompt))
+    if name == "powers_of_ten":
+        return d[0] * d[1] if " * " in prompt else d[0] / d[1]
+    if name == "units":
+        amount, source, target = re.fullmatch(r"Convert (\d+) (\w+) to (\w+):", prompt).groups()
+        return Decimal(int(amount) * FACTORS[source, target])
+    if name in ("times_one_digit", "k_by_k"):
+        return d[0] * d[1]
+    if name == "percent":
+        return d[0] * d[1] / 100
+    if name == "divmod":
+        return Decimal(int(d[0]) // int(d[1]) if "quotient" in prompt else int(d[0]) % int(d[1]))
+    if name == "words":
+        return Decimal(_words(re.fullmatch(r"Write in digits: ([a-z -]+)\.", prompt).group(1)))
+    if name in ("expression", "expression_scratchpad"):
+        return Decimal(_evaluate(ast.parse(re.fullmatch(r"Compute (.+?)( step by step)?:", prompt).group(1)).body[0]
+                                 .value))  # fmt: skip
+    if name == "miles_km":
+        return (d[0] * Decimal("1.609344")).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+    raise AssertionError(f"no check for family {name}")
+
+
+def test_at_least_twelve_families_cover_the_issue():
+    assert len(FAMILIES) >= 12
+    assert [f.name for f in FAMILIES.values() if f.scoring == "error"] == ["miles_km"]
+
+
+@pytest.mark.parametrize("name", GENERATED)
+def test_rows_are_seeded_disjoint_and_right(name):
+    train, held = family_rows(name, 300, 100, seed=5)
+    assert (train, held) == family_rows(name, 300, 100, seed=5)
+    assert train != family_rows(name, 300, 100, seed=6)[0]
+    prompts = [r["prompt"] for r in train], [r["prompt"] for r in held]
+    assert len(set(prompts[0])) == 300 and len(set(prompts[1])) == 100 and not set(prompts[0]) & set(prompts[1])
+    for row in train + held:
+        assert row["completion"].startswith(" ") and re.search(r"\d$", row["completion"])
+        spans = find_numbers(row["completion"])
+        assert spans[-1].exact.to_decimal() == _answer(name, row["prompt"]), row
+
+
+def test_scratchpad_steps_are_each_right():
+    for row in family_rows("expression_scratchpad", 0, 200, seed=1)[1]:
+        steps, answer = re.fullmatch(r" (.+)\. Answer: (\d+)", row["completion"]).groups()
+        for step in steps.split(", "):
+            left, result = step.split(" = ")
+            assert _evaluate(ast.parse(left).body[0].value) == int(result), row
+        assert int(result) == int(answer)
+
+
+@pytest.mark.parametrize("name", GENERATED)
+def test_every_number_fits_the_declared_places_and_xval_clip(name):
+    found: Family = FAMILIES[name]
+    train, held = family_rows(name, 500, 0, seed=0)
+    for row in train:
+        for span in find_numbers(row["prompt"] + row["completion"]):
+            exact = span.exact
+            assert len(exact.int_digits) <= found.int_digits, (span.text, row)
+            assert len(exact.frac_digits) <= found.frac_digits, (span.text, row)
+            assert abs(exact.to_decimal()) / Decimal(found.xval_scale) <= 5, (span.text, row)
+    assert found.arm_config("xval")["xval_scale"] == found.xval_scale
+    assert "xval_scale" not in found.arm_config("fone")
+
+
+def test_unknown_family_and_too_many_rows_are_clear_errors(monkeypatch):
+    with pytest.raises(ValueError, match="unknown family 'sums'.*copy"):
+        family_rows("sums", 1, 1, seed=0)
+    three = Family("three", "3 prompts", lambda rng: (f"{rng.randint(1, 3)} =", " 1"), 1)
+    monkeypatch.setitem(FAMILIES, "three", three)
+    assert len(family_rows("three", 2, 1, seed=0)[1]) == 1
+    with pytest.raises(ValueError, match="'three': only 1 distinct prompts outside the other split.*2 asked"):
+        family_rows("three", 2, 2, seed=0)
+    with pytest.raises(ValueError, match="eval_harness.suite.facts"):
+        family_rows("facts", 1, 1, seed=0)

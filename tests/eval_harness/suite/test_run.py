@@ -1,0 +1,83 @@
+"""eval_harness.suite.run and .report: the command line, the family x arm loop's wiring, the report from JSONs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import eval_harness.study
+import eval_harness.suite.facts
+from eval_harness.suite import report, run
+from eval_harness.suite.families import FAMILIES
+
+
+def test_arguments_name_families_and_arms_and_a_budget(capsys):
+    args = run.parse_args(["run", "--families", "copy,maxmin", "--arms", "lora_digits,xval"])
+    assert args.families == ["copy", "maxmin"] and args.arms == ["lora_digits", "xval"]
+    assert args.seconds == 300.0 and args.steps is None and args.retention
+    args = run.parse_args(["run", "--steps", "40", "--no-retention"])
+    assert args.families == list(FAMILIES) and args.arms == list(run.DEFAULT_ARMS)
+    assert args.steps == 40 and args.seconds is None and not args.retention
+    for bad, message in ((["--families", "copy,sums"], "unknown family 'sums'"), (["--arms", "bert"], "unknown arm"),
+                         (["--seconds", "0"], "--seconds must be positive, got 0.0")):  # fmt: skip
+        with pytest.raises(SystemExit):
+            run.parse_args(["run", *bad])
+        assert message in capsys.readouterr().err
+
+
+def test_run_trains_every_family_x_arm_with_the_family_settings(monkeypatch, tmp_path):
+    calls = []
+
+    def fake_arm(name, task, steps, eval_every, n_train, n_eval, batch, seed, base, out, note, lr, **extra):
+        calls.append({"arm": name, "task": task, "steps": steps, **extra})
+        return {"arm": name}
+
+    known = [{"prompt": f"Fact {i}:", "answer": str(i), "base_answer": f" {i}"} for i in range(6)]
+    monkeypatch.setattr(eval_harness.study, "run_arm", fake_arm)
+    monkeypatch.setattr(eval_harness.suite.facts, "base_known", lambda base, out: known)
+    args = run.parse_args(["run", "--families", "percent,facts", "--arms", "fone_context,xval", "--seconds", "20",
+                           "--n-train", "30", "--n-eval", "7", "--out", str(tmp_path)])  # fmt: skip
+    args.base = "base-dir"
+    run.run(args)
+    assert [(c["task"], c["arm"]) for c in calls] == [("percent", "fone_context"), ("percent", "xval"),
+                                                      ("facts", "fone_context"), ("facts", "xval")]  # fmt: skip
+    percent, percent_xval, fact = calls[0], calls[1], calls[2]
+    assert percent["seconds"] == 20.0 and percent["steps"] == run.STEP_CAP
+    assert percent["config"] == {"int_digits": 4, "frac_digits": 2} and percent_xval["config"]["xval_scale"] == 2000
+    assert len(percent["rows"][0]) == 30 and len(percent["rows"][1]) == 7
+    assert [len(split) for split in fact["rows"]] == [3, 3] and fact["max_new_tokens"] == FAMILIES[
+        "facts"
+    ].max_new_tokens
+    assert callable(percent["after_training"])
+
+
+def _record(arm, task, exact, mae, mape, retained, seconds_budget=30.0):
+    curve = [{"step": 0, "exact_match": 0.0, "mae": 90.0, "mape": 80.0, "seconds": 0.0},
+             {"step": 12, "exact_match": exact, "mae": mae, "mape": mape, "seconds": 31.0}]  # fmt: skip
+    return {"arm": arm, "task": task, "steps": 100000, "seconds_budget": seconds_budget, "curve": curve,
+            "final": curve[-1], "steps_done": 12, "facts_retained": retained}  # fmt: skip
+
+
+def test_report_tables_every_family_and_ranks_the_regression_family_by_error(tmp_path):
+    records = [
+        _record("lora_digits", "copy", 0.25, 10.0, 5.0, 0.5),
+        _record("fone_context", "copy", 0.75, 3.0, 1.0, 1.0),
+        _record("xval", "miles_km", 0.0, 2.5, 0.4, 0.0),
+        _record("lora_digits", "miles_km", 0.5, 9.0, 3.0, 0.25),
+    ]
+    for r in records:
+        (tmp_path / r["task"]).mkdir(exist_ok=True)
+        (tmp_path / r["task"] / f"{r['arm']}.json").write_text(json.dumps(r))
+    (tmp_path / "facts").mkdir()
+    (tmp_path / "facts" / "base_known.json").write_text(json.dumps({"facts": []}))  # not an arm record
+    text = report.report(tmp_path)
+    lines = text.splitlines()
+    assert lines.index("## copy") < lines.index("## miles_km")
+    table = [line for line in lines if line.startswith("| fone_context") or line.startswith("| lora_digits")
+             or line.startswith("| xval")]  # fmt: skip
+    assert table[0] == "| fone_context | 75.0% | 3 | 1.00 | 100% | 12 | 31 | 30 s | 0% / 75% |"
+    assert table[1].startswith("| lora_digits | 25.0% | 10 | 5.00 | 50% |")
+    assert table[2].startswith("| xval | 0.0% | 2.5 | 0.40 | 0% |")  # lower MAPE first, despite no exact match
+    assert (tmp_path / "README.md").read_text() == text
+    assert (tmp_path / "bars.png").stat().st_size > 0 and (tmp_path / "curves.png").stat().st_size > 0
