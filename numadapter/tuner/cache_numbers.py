@@ -77,6 +77,12 @@ class CacheNumbers:
     def __init__(self) -> None:
         self._records: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
+    def __getstate__(self) -> dict:
+        return {}  # the records belong to this process's live caches: a pickled or deep-copied model starts empty
+
+    def __setstate__(self, state: dict) -> None:
+        self._records = weakref.WeakKeyDictionary()
+
     def before(self, cache: Any, batch: int, count: int) -> NumberInputs | None:
         """The numbers before a cached call's new tokens, or None when `cache` holds no tokens yet.
 

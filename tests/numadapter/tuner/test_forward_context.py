@@ -5,6 +5,9 @@ refused with the way out, never answered without them."""
 
 from __future__ import annotations
 
+import copy
+import pickle
+
 import pytest
 import torch
 from helpers.adapter_cases import Case, Store, build
@@ -165,3 +168,19 @@ def test_t5_cached_decoder_steps_match_the_full_forward(store):
                 **{k: v[:, t : t + 1] for k, v in decoder.items()},
             )  # fmt: skip
             torch.testing.assert_close(out.number_logits[:, 0], full.number_logits[:, t], rtol=0, atol=1e-5)
+
+
+def test_a_copied_or_pickled_model_starts_without_records(store):
+    """The records follow live caches of one model object: a copy refuses the original's cache (it did not fill
+    it), works on its own, and the model still pickles."""
+    model, ntok = fone(store, "llama")
+    batch = encode(ntok, TEXTS[:1])
+    with torch.no_grad():
+        full = model(**batch)
+        prefix = model(**cut(batch, 0, 6), use_cache=True)
+        for twin in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
+            with pytest.raises(ValueError, match=r"it was not returned by this model's forward"):
+                twin(**cut(batch, 6, 7), past_key_values=copy.deepcopy(prefix.past_key_values))
+            own = twin(**cut(batch, 0, 6), use_cache=True)
+            step = twin(**cut(batch, 6, 7), past_key_values=own.past_key_values)
+            torch.testing.assert_close(step.number_logits[:, 0], full.number_logits[:, 6], rtol=0, atol=1e-5)
