@@ -6,6 +6,7 @@ cited section is a heading of it (a leading "12. " of a numbered heading is igno
 the repository (the project's old ``shared`` folder) or at a bare design file name without ``docs/``, and that the
 notes' own links between each other resolve the same way. Every test path they name (``tests/...``, as in
 ``pytest tests/numadapter/tokenization/test_lossless.py``) exists, so a moved test cannot leave a stale pointer.
+The guide's Python block (a custom decode loop on the model's own forward) runs and gives what its comment says.
 """
 
 from __future__ import annotations
@@ -14,7 +15,12 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
+from helpers.adapter_cases import Store
+from helpers.generation_cases import build, encourage_numbers
 from helpers.paths import ROOT
+
+from numadapter.generation import generate
 
 DOCS = ROOT / "docs"
 SCANNED = ("numadapter", "eval_harness", "tests", "recipes", "scripts")
@@ -148,3 +154,22 @@ def test_every_named_test_path_exists():
     assert len(named) >= 20, "the code and docs name test files in many places; did the scan lose them?"
     problems = [problem for path in files for problem in missing_test_paths(path)]
     assert not problems, "\n".join(problems)
+
+
+def test_the_guides_decode_loop_runs_and_generates_what_generate_does(tmp_path, capsys):
+    """The guide's custom loop (cached public forward, the head's numbers fed back) on a tiny FoNE Llama that
+    generates [NUM] at cached steps: the same tokens and numbers as numadapter.generate. Before the forward kept the
+    numbers behind its cache, the context head read only the fed [NUM] at those steps and wrote other numbers."""
+    (block,) = re.findall(r"```python\n(.*?)```", (DOCS / "guide.md").read_text(), flags=re.S)
+    model, ntok = build(Store(tmp_path), "llama", "fone")
+    assert model.peft_config["default"].fone_head_input == "context"
+    prompt = "What is 7 + 8 ="
+    encourage_numbers(model, ntok, [prompt], want=2)
+    expected = generate(model, ntok, prompt, max_new_tokens=6, eos_token_id=[], return_dict=True)
+    namespace: dict = {"model": model, "ntok": ntok}
+    with torch.no_grad():
+        exec(compile(block, str(DOCS / "guide.md"), "exec"), namespace)
+    assert namespace["ids"] == expected.token_ids[0]
+    assert namespace["numbers"] == [str(number) for number in expected.numbers[0]]
+    assert expected.token_ids[0][1:].count(ntok.num_token_id) >= 1  # a number written at a cached step
+    assert f"{namespace['ids']} {namespace['numbers']}" in capsys.readouterr().out

@@ -296,3 +296,55 @@ def plan_seq2seq(
     if targets is not None:
         plan.target_index = targets.mask.nonzero(as_tuple=True)
     return plan
+
+
+def encoder_ids_for_outputs(
+    encoder_outputs,
+    input_ids: torch.Tensor | None,
+    given: dict[str, dict[str, torch.Tensor]],
+    marker: int | None,
+    numbers_needed: bool,
+) -> torch.Tensor | None:
+    """The ids to validate T5's encoder number tensors against in a call given ``encoder_outputs``.
+
+    The encoder does not run again, so its ids only serve to check ``num_*``: the `input_ids` passed beside
+    ``encoder_outputs``, or else stand-in ids ``[B, T_enc]`` with the marker where ``num_mask`` is set (checked
+    against the length of the encoder outputs).
+
+    Args:
+        encoder_outputs: the encoder's outputs (``last_hidden_state`` ``[B, T_enc, H]`` first).
+        input_ids: the encoder's ids passed beside them, or None.
+        given: the number tensors of the call (`pop_number_kwargs`).
+        marker: the [NUM] id, or None.
+        numbers_needed: the head reads the encoder's numbers (the context head, with no cache that holds them).
+
+    Returns:
+        The ids, or None when neither `input_ids` nor ``num_*`` were passed and the numbers are not needed.
+
+    Raises:
+        ValueError: the numbers are needed and unknown, ``num_*`` without ``num_mask``, or a ``num_mask`` whose shape
+            is not the encoder outputs'.
+    """
+    if input_ids is not None:
+        return input_ids
+    if "input" not in given:
+        if numbers_needed:
+            raise ValueError(
+                "T5 was called with `encoder_outputs` and without the encoder's number tensors, but this adapter's "
+                "number head (fone_head_input='context') builds each number from the numbers before it, the "
+                "encoder's included: pass the encoder-side `num_mask`, `num_digits` and `num_sign` that "
+                "NumberTokenizer gave with the encoder's input_ids beside `encoder_outputs` (with or without those "
+                "`input_ids`), or call the model with `input_ids` instead."
+            )
+        return None
+    mask = given["input"].get("mask")
+    if mask is None:
+        got = sorted("num_" + k for k in given["input"])
+        raise ValueError(f"`num_mask` is missing (got {got}); pass all of them.")
+    positions = tuple(encoder_outputs[0].shape[:2])  # last_hidden_state (B, T_enc)
+    if tuple(mask.shape) != positions:
+        raise ValueError(
+            f"`num_mask` has shape {tuple(mask.shape)} but `encoder_outputs` hold {positions} positions: beside "
+            "`encoder_outputs` pass the number tensors NumberTokenizer gave with the encoder's input_ids."
+        )
+    return torch.where(mask != 0, -1 if marker is None else marker, -1)

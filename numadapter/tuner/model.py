@@ -29,10 +29,11 @@ from torch import nn
 
 from numadapter.config import NumberAdapterConfig
 from numadapter.integrations.deepspeed_zero import matrix_shape
-from numadapter.methods.context import context_at
+from numadapter.methods.context import ContextNumbers, context_at
 from numadapter.methods.registry import get_method
+from numadapter.tuner.cache_numbers import CacheNumbers, call_rows
 from numadapter.tuner.forward_hooks import number_hooks
-from numadapter.tuner.inputs import plan_causal, plan_seq2seq, pop_number_kwargs
+from numadapter.tuner.inputs import encoder_ids_for_outputs, plan_causal, plan_seq2seq, pop_number_kwargs
 from numadapter.tuner.integrity import check_vocab_growth
 from numadapter.tuner.loss import NumberCausalLMOutput, NumberSeq2SeqLMOutput, combine, head_outputs
 from numadapter.tuner.number_modules import NumberModules, end_token_ids, number_token_ids
@@ -45,7 +46,7 @@ from numadapter.tuner.patches import (
     tied_group,
 )
 from numadapter.tuner.runtime import NumberRuntime
-from numadapter.tuner.side_buffer import SideBuffer
+from numadapter.tuner.side_buffer import NumberInputs, SideBuffer
 from numadapter.tuner.token_rows import initial_rows, wrap_number_rows, zero_rows
 
 NUMBER_MODULES = "number_modules"
@@ -80,6 +81,7 @@ class NumberAdapterModel(LoraModel):
         if NUMBER_MODULES not in self._modules:
             self.number_modules = nn.ModuleDict()
             self._buffer = SideBuffer()
+            self._cache_numbers = CacheNumbers()
             self._binding: dict | None = None
             self._numbers_enabled = True
 
@@ -366,8 +368,15 @@ class NumberAdapterModel(LoraModel):
             )
         marker = modules.marker_token_id
         with_head = modules.head is not None
+        count = modules.method.context_size(config) if with_head else 0
+        earlier = None  # the numbers behind past_key_values (cache_numbers), which a context head reads
+        if count:
+            earlier = self._cache_numbers.before(kwargs.get("past_key_values"), call_rows(kwargs, labels), count)
         if arch.is_encoder_decoder:
-            encoder_ids = kwargs.get("input_ids") if kwargs.get("encoder_outputs") is None else None
+            encoder_ids = kwargs.get("input_ids")
+            if kwargs.get("encoder_outputs") is not None:  # the context head needs the encoder's numbers
+                needed = bool(count) and earlier is None
+                encoder_ids = encoder_ids_for_outputs(kwargs["encoder_outputs"], encoder_ids, given, marker, needed)
             plan = plan_seq2seq(
                 config,
                 marker,
@@ -395,7 +404,9 @@ class NumberAdapterModel(LoraModel):
             out = self.model(**kwargs, return_dict=True)
             hidden, digit_rows = buffer.hidden, buffer.digit_embeddings
         training = labels is not None and modules.head is not None
-        context = _context(modules, config, plan, hidden, kwargs.get("position_ids"))
+        context = _context(count, config, plan, hidden, earlier, kwargs.get("position_ids"))
+        if context is not None and getattr(out, "past_key_values", None) is not None:
+            self._cache_numbers.record(out.past_key_values, context.select((slice(None), -1)))
         with torch.no_grad() if training else nullcontext():  # reported outputs; the loss reads target rows only
             outputs = head_outputs(config, modules.head, hidden, context)
         fields = modules.method.report(modules.head, outputs) if outputs is not None else {}
@@ -418,16 +429,25 @@ class NumberAdapterModel(LoraModel):
 
 
 def _context(
-    modules: NumberModules, config: NumberAdapterConfig, plan, hidden: torch.Tensor | None, position_ids=None
-):
-    """The numbers before each position the head reads (`numadapter.methods.context`: a causal LM's input side, each
-    example of a packed row on its own (`position_ids`); T5's encoder, then its decoder side), or None when the head
-    reads the hidden state only."""
-    count = modules.method.context_size(config)
-    if hidden is None or modules.head is None or count == 0:
+    count: int,
+    config: NumberAdapterConfig,
+    plan,
+    hidden: torch.Tensor | None,
+    earlier: NumberInputs | None = None,
+    position_ids: torch.Tensor | None = None,
+) -> ContextNumbers | None:
+    """The numbers before each position the head reads (`numadapter.methods.context`), or None when the head reads
+    the hidden state only (`count` = K = 0).
+
+    The sides in order: `earlier` (the numbers behind ``past_key_values``, `cache_numbers`; they include T5's encoder
+    numbers) or else T5's encoder side, then the side of the hidden states (a causal LM's input, T5's decoder). Each
+    example of a packed row counts on its own (`position_ids`) in a call without earlier sides."""
+    if hidden is None or count == 0:
         return None
     sides = plan.sides
     before, current = (sides.get("encoder"), sides.get("decoder")) if "input" not in sides else (None, sides["input"])
+    if earlier is not None:
+        before = earlier
     positions = position_ids if before is None else None
     return context_at(before, current, *hidden.shape[:2], config.num_places, count, hidden.device, positions)
 

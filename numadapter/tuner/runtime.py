@@ -1,10 +1,15 @@
-"""`NumberRuntime`: the public handle for code that drives the transformers model step by step.
+"""`NumberRuntime`: the handle the decode loop drives the transformers model with, step by step.
 
 `NumberAdapterModel.forward` validates the number tensors, arms the side buffer, installs the hooks, runs the
-model and then the head, once per call. A decode loop with a KV cache wants the middle part only, many times:
-install the hooks once, and per step hand the buffer the number inputs of the new positions and read back the LM-head
-input. `NumberAdapterModel.number_runtime()` returns this object for the active adapter, so such code never reaches
-into the tuner's private state.
+model and then the head, once per call. The decode loop (`numadapter.generation.loop`) with a KV cache wants the
+middle part only, many times: install the hooks once, and per step hand the buffer the number inputs of the new
+positions and read back the LM-head input. `NumberAdapterModel.number_runtime()` returns this object for the active
+adapter, so the loop never reaches into the tuner's private state.
+
+The LM-head input it captures carries none of the numbers before the step: a context head
+(``fone_head_input="context"``) also needs those, which the loop keeps in a `ContextMemory`
+(`numadapter.generation.readout`). Code outside the package runs cached steps through the model's own forward with
+``past_key_values``, which keeps them (docs/guide.md, "Which forwards are number-aware").
 
 Usage (one cached step; ``inputs`` is a `NumberInputs` for the new positions, or None when they hold no number)::
 

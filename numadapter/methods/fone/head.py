@@ -279,7 +279,9 @@ class FoNEDigitHead(nn.Module):
         if context is None:
             raise ValueError(
                 "fone_head_input='context' builds the answer from the numbers before it: pass `context` (the last "
-                f"{count} numbers at each position, numadapter.methods.context.last_numbers)."
+                f"{count} numbers at each position, numadapter.methods.context.last_numbers), or read the head's "
+                "outputs from the model's forward (`number_logits`), which passes them, also with past_key_values "
+                '(docs/guide.md, "Which forwards are number-aware").'
             )
         expected = (*leading, count)
         if tuple(context.valid.shape) != expected or tuple(context.digits.shape) != (*expected, self.num_places):
