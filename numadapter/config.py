@@ -157,8 +157,9 @@ class NumberAdapterConfig(LoraConfig):
             starts at the constant 1, so the head starts as `"linear"` (numadapter's own; see
             `numadapter.methods.fone.head`). `"context"`: the linear read-out times a signed combination of the
             exact features of the last `fone_context_numbers` numbers in the text (learned coefficients -1, 0 or
-            +1 each), so sums and differences of numbers already written come out exact; causal LMs with
-            fone_head_target="feature" (numadapter's own; see `numadapter.methods.fone.head`). The default because
+            +1 each), so sums and differences of numbers already written come out exact; needs
+            fone_head_target="feature"; on T5 the numbers are the encoder's, then the decoder's up to the position
+            (numadapter's own; see `numadapter.methods.fone.head`). The default because
             on the real SmolLM2-135M it is the only head that learns arithmetic: 100% exact match on held-out 3-4
             digit addition after 25 steps of batch 32, where the linear head stays at 0% after 200
             (`eval_harness/results/pretrained_study`).
