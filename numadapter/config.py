@@ -136,7 +136,7 @@ class NumberAdapterConfig(LoraConfig):
             `"error"`: encoding raises a `ValueError` naming the number, the limit and the setting to change.
             Numbers are never wrapped modulo 10^m nor rounded.
 
-    FoNE:
+    FoNE (the other encodings do not use these settings: they accept any valid value and ignore it):
         fone_bases (`list[int]`, defaults to `[10]`): base periods. For base b the periods are b * 10^(i-1) for
             i = -frac_digits+1 ... int_digits, so `[10]` is the paper's 10^i; `[2, 5, 10]` is its ablation.
             With `encoding="fone"` only `[10]` is accepted: the FoNE reference scores every output digit with
@@ -157,8 +157,9 @@ class NumberAdapterConfig(LoraConfig):
             starts at the constant 1, so the head starts as `"linear"` (numadapter's own; see
             `numadapter.methods.fone.head`). `"context"`: the linear read-out times a signed combination of the
             exact features of the last `fone_context_numbers` numbers in the text (learned coefficients -1, 0 or
-            +1 each), so sums and differences of numbers already written come out exact; causal LMs with
-            fone_head_target="feature" (numadapter's own; see `numadapter.methods.fone.head`). The default because
+            +1 each), so sums and differences of numbers already written come out exact; needs
+            fone_head_target="feature"; on T5 the numbers are the encoder's, then the decoder's up to the position
+            (numadapter's own; see `numadapter.methods.fone.head`). The default because
             on the real SmolLM2-135M it is the only head that learns arithmetic: 100% exact match on held-out 3-4
             digit addition after 25 steps of batch 32, where the linear head stays at 0% after 200
             (`eval_harness/results/pretrained_study`).
@@ -413,7 +414,8 @@ class NumberAdapterConfig(LoraConfig):
         _choice("fone_projection", self.fone_projection, FONE_PROJECTIONS)
         _choice("fone_head_input", self.fone_head_input, FONE_HEAD_INPUTS)
         _choice("fone_head_target", self.fone_head_target, FONE_HEAD_TARGETS)
-        if self.fone_head_input == "context" and self.fone_head_target != "feature":
+        # FoNE settings are checked for their values only on other encodings, which do not use them (as fone_bases)
+        if self.encoding == "fone" and self.fone_head_input == "context" and self.fone_head_target != "feature":
             raise ValueError(
                 "fone_head_input='context' (the default) combines the numbers' exact features, so each place must be "
                 f"trained towards the answer's feature, but fone_head_target={self.fone_head_target!r}: for the "

@@ -22,7 +22,9 @@ Decisions (see also `numadapter.generation.loop` and `numadapter.generation.read
   hypothesis re-ordered with the cache, and the number head's prediction is not part of the beam score.
 - **Stopping** is per sequence: eos (kept in ``token_ids``, dropped from the text), a stop string (kept in the text),
   an unfeedable xVal number, or ``max_new_tokens``; the others go on. ``stop_reasons`` says which.
-- The model's train/eval mode is left as it is: call ``model.eval()`` first (dropout would make outputs random).
+- **Eval mode.** The model runs in eval mode (no dropout, and a KV cache even under gradient checkpointing, which
+  transformers turns off in train mode) and every module gets its own train / eval mode back afterwards, so calling
+  it straight after ``trainer.train()`` gives the answers of ``model.eval()`` (`numadapter.generation.eval_mode`).
 - With the adapters disabled (``with model.disable_adapter():``) generation runs the base model on the prompt as
   the base tokenizer tokenizes it (each number as the base's own tokens, `numadapter.generation.prompts.base_rows`)
   and never emits [NUM] / [AGG] (there is no head to decode them).
@@ -37,6 +39,7 @@ from typing import Any
 import torch
 
 from numadapter.generation.core import LoopSettings, adapter_parts, loop_settings, run_loop, special_ids
+from numadapter.generation.eval_mode import evaluating
 from numadapter.generation.loop import AdapterParts
 from numadapter.generation.prompts import encode_prompts
 from numadapter.generation.sampling import sampling_settings
@@ -175,7 +178,7 @@ def generate(
     )  # fmt: skip
     result = NumberGenerationOutput()
     step = batch_size or len(texts)
-    with torch.no_grad():
+    with torch.no_grad(), evaluating(model):
         for start in range(0, len(texts), step):
             _generate_batch(parts, number_tokenizer, texts[start : start + step], loop, full_text, result)
     if return_dict:

@@ -47,6 +47,7 @@ from typing import Any
 import torch
 
 from numadapter.generation.core import loop_settings, parts_from_tuner, run_loop, special_ids, token_ids, vocab_size
+from numadapter.generation.eval_mode import evaluating
 from numadapter.generation.loop import AdapterParts, decoder_start
 from numadapter.generation.prompts import SIDE_KEYS, PromptBatch, PromptRow, base_rows, pad_prompts
 from numadapter.generation.sampling import sampling_settings
@@ -131,7 +132,15 @@ def generate_for_tuner(tuner: Any, *args: Any, **kwargs: Any) -> Any:
 
     Returns:
         The sequences ``[N, L]`` (a ``Generate*Output`` with ``sequences`` when ``return_dict_in_generate=True``).
+
+    The model runs in eval mode and gets its modes back after (`numadapter.generation.eval_mode`), also on the
+    ``encoding="digits"`` path that is transformers' own loop.
     """
+    with evaluating(tuner):
+        return _generate(tuner, *args, **kwargs)
+
+
+def _generate(tuner: Any, *args: Any, **kwargs: Any) -> Any:
     if len(args) > 1:
         raise TypeError("model.generate takes input_ids as its only positional argument; pass the rest by keyword.")
     input_ids = args[0] if args else kwargs.pop("input_ids", kwargs.pop("inputs", None))

@@ -1,5 +1,10 @@
 """Decoding for `NumberTokenizer`: ids (+ the numbers' surface forms or place digits) back to text, losslessly.
 
+Two adjacent numbers (a model may generate ``[NUM][NUM]``) are decoded with a space between them when their texts
+would otherwise merge into another number ("12" and "34" into 1234), so the text re-encodes to the numbers generated
+(`number_separator`); numbers that stay apart when joined (digits of two scripts) are joined as they were written, so
+``decode(ntok(text)) == text`` still holds.
+
 `NumberDecoding` is a mixin: the class using it provides ``tokenizer`` (the wrapped fast tokenizer), ``config``
 (`NumberAdapterConfig`) and ``num_token_id`` (None for ``encoding="digits"``, where numbers are ordinary tokens).
 """
@@ -9,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from numadapter.numbers import ExactNumber
+from numadapter.numbers import ExactNumber, find_numbers
 from numadapter.tokenization.notes import PromptNumbers, SequenceNumbers, noted, texts_in_scope, texts_of
 
 NO_NUMBERS = (
@@ -170,6 +175,8 @@ class NumberDecoding:
                 ids = [i for i in ids if i != agg]
             return self.tokenizer.decode(ids, skip_special_tokens=skip_special_tokens, **options)
         numbers = self._number_strings(ids, texts, digits, signs)
+        num = self.num_token_id
+        touching = [b == num for a, b in zip(ids, ids[1:]) if a == num]  # [NUM] k directly followed by [NUM] k + 1
         if skip_special_tokens:
             special = self._special_ids() - {self.num_token_id}
             ids = [i for i in ids if i not in special]
@@ -184,10 +191,22 @@ class NumberDecoding:
                 else:
                     current.append(i)
         out = [pieces[0]]
-        for number, piece in zip(numbers, pieces[1:]):
+        for k, (number, piece) in enumerate(zip(numbers, pieces[1:])):
             out.append(number)
+            if k < len(touching) and touching[k]:
+                piece = number_separator(number, numbers[k + 1])
             out.append(piece)
         return "".join(out)
+
+
+def number_separator(left: str, right: str) -> str:
+    """What goes between two adjacent numbers (``[NUM][NUM]``, no token between them): ``""`` when ``left +
+    right`` reads back as exactly these two numbers (digits of two scripts, as a text encodes), else a space, so the
+    text re-encodes to the same numbers ("12" then "34" would read as 1234, "1.5" then "0.25" as 1.50 and 25)."""
+    spans = find_numbers(left + right)
+    if [(s.start, s.text) for s in spans] == [(0, left), (len(left), right)]:
+        return ""
+    return " "
 
 
 def _decode_options(skip_special_tokens: bool, clean_up_tokenization_spaces: bool | None, kwargs: dict) -> dict:

@@ -295,7 +295,8 @@ def check_adapter_state(
     if wrong:
         raise ValueError(
             f"{source} has number tensors of the wrong shape for {config_file}: {_listing(wrong)}. Restore the "
-            f"settings in {config_file} that size them (int_digits, frac_digits, xval_head_hidden, base_hidden_size)."
+            f"settings in {config_file} that size them (int_digits, frac_digits, fone_context_numbers, "
+            "xval_head_hidden, base_hidden_size)."
         )
     stamp = state_dict.get(stamp_key) if stamp_key is not None else None
     problems = digest_problems(state_dict, stamp, source)

@@ -84,3 +84,14 @@ def test_valid_combinations_accepted():
     NumberAdapterConfig(encoding="digits", aggregate=True, aggregate_loss_lambda=0.8)
     NumberAdapterConfig(encoding="fone", fone_bases=[10], fone_projection="pad", fone_head_input="slice")
     NumberAdapterConfig(encoding="xval", xval_form="multiplicative", sign_policy="feature", ntl_weight=0.3)
+
+
+@pytest.mark.parametrize("encoding", ["xval", "digits"])
+def test_fone_head_settings_are_not_checked_against_each_other_on_other_encodings(encoding):
+    """fone_head_target='digit' with the default fone_head_input='context' is refused for FoNE only: like fone_bases
+    and fone_projection, FoNE settings are not used by the other encodings (before: refused with a message about the
+    FoNE head input)."""
+    config = NumberAdapterConfig(encoding=encoding, fone_head_target="digit")
+    assert (config.fone_head_target, config.fone_head_input) == ("digit", "context")
+    with pytest.raises(ValueError, match=r"fone_head_target='digit'.*set fone_head_input='linear'"):
+        NumberAdapterConfig(encoding="fone", fone_head_target="digit")

@@ -66,6 +66,17 @@ def test_wrong_shape_is_refused(store, adapter_copy):
         load(store, adapter_copy)
 
 
+def test_edited_context_numbers_are_named(store, adapter_copy):
+    """fone_context_numbers sizes the context head's coefficient read-out but is not stamped (adding a field to the
+    stamp would change its length and break loading every adapter saved before): the shape error names it."""
+    edit_config(adapter_copy, fone_context_numbers=2)  # saved with the default, 4
+    with pytest.raises(ValueError) as info:
+        load(store, adapter_copy)
+    message = str(info.value)
+    assert "number tensors of the wrong shape" in message and "head.coefficients" in message
+    assert "fone_context_numbers" in message.split("Restore the settings")[1]
+
+
 def test_extra_number_tensor_is_refused(store, adapter_copy):
     key = "base_model.number_modules.head.extra.weight"
     edit_weights(adapter_copy, lambda state: {**state, key: torch.zeros(2)})

@@ -23,7 +23,9 @@ Target (config ``fone_head_target``)
 
 Layout
     The head forms ``2P`` numbers ``v`` (``P = m + n``): a learned projection ``H -> 2P``
-    (``fone_head_input="linear"``, default) or the first ``2P`` hidden dims (``"slice"``, the paper's Figure 1(d)).
+    (``fone_head_input="linear"``, the read-out the other inputs build on) or the first ``2P`` hidden dims
+    (``"slice"``, the paper's Figure 1(d)). The default input is ``"context"`` (below), a linear read-out combined
+    with the numbers already in the text.
     As in Algorithm 3 (fraction digits first, digit ``i`` scaled by ``10^(i-n)``), pair ``k = (v[2k], v[2k+1])`` is
     the digit of place ``10^(k-n)``: least significant first, the same pair order as the FoNE input features.
     ``digit_logits`` are returned most significant first, ``[N, P, 10]`` with index ``j`` the place ``10^(m-1-j)``,
@@ -50,8 +52,10 @@ Context (``fone_head_input="context"``, numadapter's own, not in the paper)
     ``3^K`` combinations (the coefficients are latent), and prediction decodes the most likely one. So the model
     only has to choose the signs (what to add, what to subtract, what to leave out); the digits come from the
     numbers themselves, which a pretrained base does not carry intact to the answer position
-    (``eval_harness/results/pretrained_study``). It needs ``fone_head_target="feature"`` and a causal LM. A number
-    it cannot form this way (a product, a number from words) falls back to the read-out ``u``.
+    (``eval_harness/results/pretrained_study``). It needs ``fone_head_target="feature"``. On a causal LM the
+    numbers are those of the input up to the position; on T5 the encoder's numbers come first, then the decoder's up
+    to the position (`numadapter.methods.context.context_at`). A number it cannot form this way (a product, a number
+    from words) falls back to the read-out ``u``.
 
 Sign
     With ``sign_policy="feature"`` a learned ``H -> 2`` linear map gives ``sign_logits`` (class 0: ``+``, class 1:

@@ -252,7 +252,8 @@ def test_hand_wired_llama_feeds_each_number_back(store, use_cache):
         ["2345.61", "3456.72", "4567.83"],
         ["1101.1", "2212.21", "3323.32"],
     ]
-    assert out.texts == ["copy 1234.52345.613456.724567.83", "a b c copy 90.091101.12212.213323.32"]
+    # adjacent numbers are decoded with a space between them, so the text reads back as these numbers
+    assert out.texts == ["copy 1234.5 2345.61 3456.72 4567.83", "a b c copy 90.09 1101.1 2212.21 3323.32"]
     assert out.stop_reasons == ["length", "length"]
 
 
@@ -267,7 +268,7 @@ def test_hand_wired_t5(store, mode, cross_scale, use_cache):
         assert out.texts == ["1234.5", "90.09"]
         assert out.stop_reasons == ["eos", "eos"]
     else:
-        assert out.texts == ["2345.613456.724567.83", "1101.12212.213323.32"]
+        assert out.texts == ["2345.61 3456.72 4567.83", "1101.1 2212.21 3323.32"]  # adjacent: spaced
 
 
 # -- consistency with teacher forcing on the generated sequence ----------------------------------------------------
