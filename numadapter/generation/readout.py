@@ -83,7 +83,10 @@ class NumberReader:
         sign, values = reading.sign.long(), reading.values.to(torch.float64)
         full_sign = torch.ones(batch, dtype=torch.long, device=hidden.device).index_copy_(0, index, sign)
         full_values = torch.zeros(batch, dtype=torch.float64, device=hidden.device).index_copy_(0, index, values)
-        return Prediction(digits=full_digits, sign=full_sign, values=full_values)
+        combination = reading.combination
+        if combination is not None:  # (N, 2 + P) -> (B, 2 + P), zeros (no number combined) elsewhere
+            combination = combination.new_zeros(batch, combination.shape[-1]).index_copy_(0, index, combination)
+        return Prediction(digits=full_digits, sign=full_sign, values=full_values, combination=combination)
 
     def side_row(self, prediction: Prediction, fed: torch.Tensor, rows: list[int]) -> NumberInputs | None:
         """The side-tensor row ``[B, 1]`` of the tokens fed at the next step.
@@ -132,12 +135,18 @@ class NumberReader:
         """
         index = torch.tensor(rows, dtype=torch.long, device=prediction.sign.device)
         columns = [prediction.sign.to(torch.float64).unsqueeze(1), prediction.values.unsqueeze(1)]
+        places = 0 if prediction.digits is None else prediction.digits.shape[-1]
         if prediction.digits is not None:
             columns.append(prediction.digits.to(torch.float64))
-        both = torch.cat(columns, dim=1).index_select(0, index).tolist()  # (N, 2 [+ P]): the one copy
+        if prediction.combination is not None:  # small integers: exact in float64
+            columns.append(prediction.combination.to(torch.float64))
+        both = torch.cat(columns, dim=1).index_select(0, index).tolist()  # (N, 2 [+ P] [+ 2 + P]): the one copy
         signs, values = [int(row[0]) for row in both], [row[1] for row in both]
-        digits = [[int(d) for d in row[2:]] for row in both] if prediction.digits is not None else None
-        numbers = self.method.read_numbers(self.config, self.head, digits, signs, values)
+        digits = [[int(d) for d in row[2 : 2 + places]] for row in both] if prediction.digits is not None else None
+        extra = {}
+        if prediction.combination is not None:
+            extra["combinations"] = [[int(c) for c in row[2 + places :]] for row in both]
+        numbers = self.method.read_numbers(self.config, self.head, digits, signs, values, **extra)
         return dict(zip(rows, numbers))
 
     def out_of_range_message(self, value: float) -> str:

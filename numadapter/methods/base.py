@@ -85,11 +85,14 @@ class Prediction:
         digits: FoNE int64 ``[B, P]`` place digits of ``|x|``, most significant first; None for xVal.
         sign: int64 ``[B]`` of +1 / -1 (+1 with ``sign_policy="text"``).
         values: float64 ``[B]``: xVal's denormalised value; FoNE's value computed from the digits (metrics only).
+        combination: a head that combines the numbers before it (FoNE's context head): int64 ``[B, 2 + P]``, the
+            exact value of the combination it chose (`numadapter.methods.context.combine_exactly`); None otherwise.
     """
 
     digits: torch.Tensor | None
     sign: torch.Tensor
     values: torch.Tensor
+    combination: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)
@@ -99,12 +102,17 @@ class GeneratedNumber:
     Attributes:
         value: `ExactNumber` (FoNE) or float (xVal).
         text: how it appears in the generated text.
-        feedable: whether it can be fed back as the next [NUM] input (False: xVal value out of range).
+        feedable: whether it can be fed back as the next [NUM] input (False: an xVal value out of range, or a FoNE
+            context head's combination beyond the digit places).
+        reason: with ``feedable=False``, why and the fix when the method says more than
+            `NumberMethod.feedback_error` can from the value alone; with ``feedable=True``, a warning about the
+            number (generation shows the first of each call); None otherwise.
     """
 
     value: ExactNumber | float
     text: str
     feedable: bool = True
+    reason: str | None = None
 
 
 @dataclass
@@ -161,11 +169,14 @@ class HeadReading:
         digits: int64 ``[N, P]`` place digits of ``|x|``, most significant first, or None (a value-only head).
         sign: int64 ``[N]`` of +1 / -1.
         values: float64 ``[N]`` signed values (for a digit head, computed from the digits; metrics only).
+        combination: int64 ``[N, 2 + P]`` the exact value of the combination of the numbers before it that the head
+            chose (`numadapter.methods.context.combine_exactly`), or None (a head that does not combine them).
     """
 
     digits: torch.Tensor | None
     sign: torch.Tensor
     values: torch.Tensor
+    combination: torch.Tensor | None = None
 
 
 def graph_zero(outputs: Any) -> torch.Tensor:
@@ -331,7 +342,10 @@ class NumberMethod(ABC):
         self, config: NumberSettings, head: nn.Module, digits: list[list[int]] | None, signs: list[int],
         values: list[float],
     ) -> list[GeneratedNumber]:  # fmt: skip
-        """Host copies of a `HeadReading` (N rows) -> one `GeneratedNumber` (value, text, feedable) per row."""
+        """Host copies of a `HeadReading` (N rows) -> one `GeneratedNumber` (value, text, feedable) per row.
+
+        A method whose `predict` fills ``HeadReading.combination`` also gets its rows as the keyword argument
+        ``combinations`` (a list of N lists of ``2 + P`` ints)."""
         raise NotImplementedError(f"encoding={config.encoding!r} cannot read numbers back: it has no read_numbers().")
 
     def feedback_error(self, config: NumberSettings, value: Any) -> str:
