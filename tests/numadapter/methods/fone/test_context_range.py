@@ -21,9 +21,11 @@ import torch
 from helpers.adapter_cases import Store
 from helpers.generation_cases import build, output_rows
 
+from numadapter.config import NumberAdapterConfig
 from numadapter.generation import generate
 from numadapter.methods.context import combine_exactly, last_numbers
 from numadapter.numbers import ExactNumber, NumberOutOfRangeError
+from numadapter.tokenization import NumberTokenizer
 from numadapter.tuner.patches import base_weight
 
 SURE = 30.0  # a coefficient logit far above the others
@@ -143,3 +145,40 @@ def test_combine_exactly_matches_integer_arithmetic():
         terms, overflow, *place = got[row].tolist()
         assert terms == sum(c != 0 for c in coefficients[row].tolist())
         assert overflow * 10**places + int("".join(map(str, place))) == total
+
+
+# -- an operand left as text ---------------------------------------------------------------------------------------
+def context_tokenizer(store, **settings) -> NumberTokenizer:
+    return NumberTokenizer(store.tokenizer("digits"), NumberAdapterConfig(encoding="fone", **settings))
+
+
+@pytest.mark.parametrize(
+    "settings, prompt, named",
+    [
+        (dict(int_digits=6, frac_digits=0), "1234567 + 1 =", r"'1234567'.*7 integer places \(int_digits=6\)"),
+        (dict(int_digits=6, frac_digits=0), "2.5 + 300 =", r"'2\.5'.*1 fraction places \(frac_digits=0\)"),
+        (
+            dict(int_digits=2, frac_digits=1),
+            "123.45 + 1 =",
+            r"'123\.45'.*3 integer places \(int_digits=2\) and 2 fraction places \(frac_digits=1\)",
+        ),
+    ],
+)
+def test_an_operand_left_as_text_is_warned_about_once_per_tokenizer(store, settings, prompt, named):
+    ntok = context_tokenizer(store, **settings)
+    with pytest.warns(UserWarning, match=rf"{named}.*context head.*Raise .*_digits to at least") as caught:
+        encoded = ntok([prompt, prompt])
+    assert sum("context head" in str(w.message) for w in caught) == 1
+    assert sum(encoded["num_mask"][0]) == 1  # the number really is left out of the context
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ntok(prompt)  # once per tokenizer
+    with pytest.warns(UserWarning, match="context head"):
+        context_tokenizer(store, **settings)(prompt)  # a new tokenizer warns again
+
+
+def test_no_warning_without_the_context_head_or_when_every_number_fits(store):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        context_tokenizer(store, int_digits=6, frac_digits=0, fone_head_input="linear")("1234567 + 1 =")
+        context_tokenizer(store, int_digits=6, frac_digits=0)("123456 + 1 =")
