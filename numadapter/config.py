@@ -195,7 +195,7 @@ class NumberAdapterConfig(LoraConfig):
         number_loss_weight (`float`, defaults to 1.0): weight of the number head loss (FoNE digit CE or xVal MSE)
             added to the LM cross-entropy.
         ntl_weight (`float`, defaults to 0.0): weight of the Number Token Loss added to the loss (0 disables). Not
-            applied to FoNE's context head (the trainers warn; docs/guide.md, "Number Token Loss").
+            applied to FoNE's context head (the trainers warn; docs/guide.md, "Number Token Loss on a plain trainer").
         ntl_kind (`str`, defaults to `"was"`): NTL variant: `"was"`, `"was-cdf"`, `"mse"`, `"mae"`, `"huber"`,
             `"gce"`.
         ntl_level (`str`, defaults to `"token"`): `"token"`: NTL per digit token (`ntl_kind`). `"number"`: NTL per

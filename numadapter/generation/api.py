@@ -18,10 +18,16 @@ Decisions (see also `numadapter.generation.loop` and `numadapter.generation.read
   fed back as the next [NUM] and is never clamped: by default (``xval_out_of_range="stop"``) that sequence stops
   right after the number (rendered as predicted), with a warning and ``stop_reason="number_out_of_range"``;
   ``"error"`` raises `NumberOutOfRangeError` instead.
+- **FoNE context sums beyond ``int_digits``.** The context head (``fone_head_input="context"``) writes a combination
+  of the numbers before it on angles, modulo ``10^int_digits``; generation compares its digits with the
+  combination's exact value (`numadapter.methods.fone.wrapping`). A number that needs more integer places
+  (``999999 + 1`` with ``int_digits=6``) is written in full, as text, and handled like an xVal value out of range
+  (``xval_out_of_range``: stop with a warning, or raise). A combination below zero (wrong signs) is kept as written,
+  with a warning once per call.
 - **Beam search** is not supported (``num_beams > 1`` raises): beams would need the number features of every
   hypothesis re-ordered with the cache, and the number head's prediction is not part of the beam score.
 - **Stopping** is per sequence: eos (kept in ``token_ids``, dropped from the text), a stop string (kept in the text),
-  an unfeedable xVal number, or ``max_new_tokens``; the others go on. ``stop_reasons`` says which.
+  an unfeedable number, or ``max_new_tokens``; the others go on. ``stop_reasons`` says which.
 - **Eval mode.** The model runs in eval mode (no dropout, and a KV cache even under gradient checkpointing, which
   transformers turns off in train mode) and every module gets its own train / eval mode back afterwards, so calling
   it straight after ``trainer.train()`` gives the answers of ``model.eval()`` (`numadapter.generation.eval_mode`).
@@ -151,7 +157,8 @@ def generate(
         use_cache: use the KV cache (False recomputes the whole sequence every step: a slow reference).
         num_beams: must be 1 (beam search is refused with a `ValueError`).
         batch_size: prompts per batch (None: all at once).
-        xval_out_of_range: ``"stop"`` or ``"error"``: what happens when an xVal value cannot be fed back.
+        xval_out_of_range: ``"stop"`` or ``"error"``: what happens when an xVal value, or a FoNE context head's
+            sum beyond ``int_digits``, cannot be fed back.
 
     Returns:
         The text (for a single prompt string) or the list of texts; with ``return_numbers=True`` a pair

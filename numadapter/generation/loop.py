@@ -278,7 +278,8 @@ def decode_loop(
         max_new_tokens: the most tokens generated per row.
         use_cache: cached steps (fast) or the whole sequence each step (reference).
         pad_id: fed to rows that stopped.
-        on_out_of_range: ``"stop"`` (warn, stop that row) or ``"error"`` for an xVal value that cannot be fed back.
+        on_out_of_range: ``"stop"`` (warn, stop that row) or ``"error"`` for a generated number that cannot be fed
+            back (an xVal value beyond ``xval_clip``, a FoNE context head's combination beyond ``int_digits``).
     """
     encoder_decoder = parts.runtime.arch.is_encoder_decoder
     session_cls = {
@@ -294,6 +295,7 @@ def decode_loop(
             reader.begin(batch.numbers)
         step = session.start(max_new_tokens)
         running: torch.Tensor | None = None  # device mask of rows still running, once some row stopped
+        warned = False  # a warning about a fed-back number (GeneratedNumber.reason) was shown
         for t in range(max_new_tokens):
             chosen = chooser(step.logits, t)  # (B,)
             tokens = chosen.tolist()  # the one host sync of the step
@@ -301,8 +303,15 @@ def decode_loop(
             prediction = reader.predict(step.hidden, rows) if rows and step.hidden is not None else None
             numbers = reader.numbers(prediction, rows) if prediction is not None else {}
             for row, number in numbers.items():
+                if number.feedable and number.reason is not None and not warned:
+                    warned = True
+                    warnings.warn(
+                        f"sequence {row}, generated token {t}: {number.reason} (warned once per call)",
+                        UserWarning,
+                        stacklevel=4,
+                    )
                 if not number.feedable:
-                    message = reader.out_of_range_message(number.value)
+                    message = number.reason or reader.out_of_range_message(number.value)
                     if on_out_of_range == "error":
                         raise NumberOutOfRangeError(f"sequence {row}, generated token {t}: {message}")
                     warnings.warn(

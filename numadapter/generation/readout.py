@@ -85,14 +85,14 @@ class NumberReader:
         sign, values = reading.sign.long(), reading.values.to(torch.float64)
         full_sign = torch.ones(batch, dtype=torch.long, device=hidden.device).index_copy_(0, index, sign)
         full_values = torch.zeros(batch, dtype=torch.float64, device=hidden.device).index_copy_(0, index, values)
-        confidence = combination = None
-        if reading.confidence is not None:
-            confidence = torch.zeros(batch, dtype=torch.float32, device=hidden.device)
-            confidence.index_copy_(0, index, reading.confidence.float())
-        if reading.combination is not None:
-            combination = reading.combination.new_zeros(batch, reading.combination.shape[-1])
-            combination.index_copy_(0, index, reading.combination)
-        return Prediction(full_digits, full_sign, full_values, confidence, combination)
+
+        def scattered(part: torch.Tensor | None) -> torch.Tensor | None:  # (N, ...) -> (B, ...), zeros elsewhere
+            return None if part is None else part.new_zeros(batch, *part.shape[1:]).index_copy_(0, index, part)
+
+        return Prediction(
+            full_digits, full_sign, full_values, scattered(reading.confidence), scattered(reading.combination),
+            scattered(reading.combined),
+        )  # fmt: skip
 
     def side_row(self, prediction: Prediction, fed: torch.Tensor, rows: list[int]) -> NumberInputs | None:
         """The side-tensor row ``[B, 1]`` of the tokens fed at the next step.
@@ -140,25 +140,30 @@ class NumberReader:
             row -> `GeneratedNumber`.
         """
         index = torch.tensor(rows, dtype=torch.long, device=prediction.sign.device)
-        optional = [prediction.confidence, prediction.combination]
-        extra = [part.to(torch.float64).reshape(part.shape[0], -1) for part in optional if part is not None]
-        columns = [prediction.sign.to(torch.float64).unsqueeze(1), prediction.values.unsqueeze(1), *extra]
+        optional = {"confidence": prediction.confidence, "combination": prediction.combination,
+                    "combined": prediction.combined}  # fmt: skip
+        present = {name: part.reshape(part.shape[0], -1) for name, part in optional.items() if part is not None}
+        columns = [prediction.sign.to(torch.float64).unsqueeze(1), prediction.values.unsqueeze(1)]
+        columns += [part.to(torch.float64) for part in present.values()]  # small integers: exact in float64
         if prediction.digits is not None:
             columns.append(prediction.digits.to(torch.float64))
-        both = torch.cat(columns, dim=1).index_select(0, index).tolist()  # (N, 2 [+ 1] [+ K] [+ P]): the one copy
+        both = torch.cat(columns, dim=1).index_select(0, index).tolist()  # (N, 2 + extras [+ P]): the one copy
         signs, values = [int(row[0]) for row in both], [row[1] for row in both]
         digits = [[int(d) for d in row[-self.places :]] for row in both] if prediction.digits is not None else None
-        numbers = self.method.read_numbers(self.config, self.head, digits, signs, values)
-        column = 2
-        if prediction.confidence is not None:
-            numbers = [replace(n, confidence=row[column]) for n, row in zip(numbers, both)]
-            column += 1
-        if prediction.combination is not None:
-            width = prediction.combination.shape[-1]
-            numbers = [
-                replace(n, combination=tuple(int(c) for c in row[column : column + width]))
-                for n, row in zip(numbers, both)
-            ]
+        spans, start = {}, 2
+        for name, part in present.items():
+            spans[name] = (start, start + part.shape[1])
+            start += part.shape[1]
+        extra = {}
+        if "combined" in spans:
+            low, high = spans["combined"]
+            extra["combined"] = [[int(c) for c in row[low:high]] for row in both]
+        numbers = self.method.read_numbers(self.config, self.head, digits, signs, values, **extra)
+        if "confidence" in spans:
+            numbers = [replace(n, confidence=row[spans["confidence"][0]]) for n, row in zip(numbers, both)]
+        if "combination" in spans:
+            low, high = spans["combination"]
+            numbers = [replace(n, combination=tuple(int(c) for c in row[low:high])) for n, row in zip(numbers, both)]
         return dict(zip(rows, numbers))
 
     def out_of_range_message(self, value: float) -> str:

@@ -87,6 +87,8 @@ class Prediction:
         values: float64 ``[B]``: xVal's denormalised value; FoNE's value computed from the digits (metrics only).
         confidence: float32 ``[B]`` (see `HeadReading`), or None.
         combination: int64 ``[B, K]`` the context head's coefficients, or None.
+        combined: int64 ``[B, 2 + P]``, the exact value of the context head's combination (see `HeadReading`), or
+            None.
     """
 
     digits: torch.Tensor | None
@@ -94,6 +96,7 @@ class Prediction:
     values: torch.Tensor
     confidence: torch.Tensor | None = None
     combination: torch.Tensor | None = None
+    combined: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)
@@ -103,7 +106,11 @@ class GeneratedNumber:
     Attributes:
         value: `ExactNumber` (FoNE) or float (xVal).
         text: how it appears in the generated text.
-        feedable: whether it can be fed back as the next [NUM] input (False: xVal value out of range).
+        feedable: whether it can be fed back as the next [NUM] input (False: an xVal value out of range, or a FoNE
+            context head's combination beyond the digit places).
+        reason: with ``feedable=False``, why and the fix when the method says more than
+            `NumberMethod.feedback_error` can from the value alone; with ``feedable=True``, a warning about the
+            number (generation shows the first of each call); None otherwise.
         confidence: how well the head's output fits the number it wrote, in [0, 1], or None where the head gives
             none (xVal, FoNE's ``fone_head_target="digit"``): see `HeadReading`.
         combination: the context head's coefficients (-1, 0, +1) of the numbers before it, most recent first, or
@@ -113,6 +120,7 @@ class GeneratedNumber:
     value: ExactNumber | float
     text: str
     feedable: bool = True
+    reason: str | None = None
     confidence: float | None = None
     combination: tuple[int, ...] | None = None
 
@@ -174,6 +182,8 @@ class HeadReading:
         confidence: float32 ``[N]`` in [0, 1], how well the head's output fits the number it reads (FoNE's feature
             target: `FoNEDigitHead.confidence`), or None.
         combination: int64 ``[N, K]`` the context head's coefficients (-1, 0, +1), most recent number first, or None.
+        combined: int64 ``[N, 2 + P]`` the exact value of the combination of the numbers before it that the head chose
+            (`numadapter.methods.context.combine_exactly`), or None (a head that does not combine them).
     """
 
     digits: torch.Tensor | None
@@ -181,6 +191,7 @@ class HeadReading:
     values: torch.Tensor
     confidence: torch.Tensor | None = None
     combination: torch.Tensor | None = None
+    combined: torch.Tensor | None = None
 
 
 def graph_zero(outputs: Any) -> torch.Tensor:
@@ -346,7 +357,10 @@ class NumberMethod(ABC):
         self, config: NumberSettings, head: nn.Module, digits: list[list[int]] | None, signs: list[int],
         values: list[float],
     ) -> list[GeneratedNumber]:  # fmt: skip
-        """Host copies of a `HeadReading` (N rows) -> one `GeneratedNumber` (value, text, feedable) per row."""
+        """Host copies of a `HeadReading` (N rows) -> one `GeneratedNumber` (value, text, feedable) per row.
+
+        A method whose `predict` fills ``HeadReading.combined`` also gets its rows as the keyword argument
+        ``combined`` (a list of N lists of ``2 + P`` ints)."""
         raise NotImplementedError(f"encoding={config.encoding!r} cannot read numbers back: it has no read_numbers().")
 
     def feedback_error(self, config: NumberSettings, value: Any) -> str:

@@ -9,6 +9,9 @@ features, combined with learned signs. This module finds those numbers:
 - `ContextMemory`: the same for the last position of every row during generation, fed the prompt's numbers once and
   then every generated number fed back, so the cached decode loop (one token per step) sees what the full forward
   sees.
+- `combine_exactly`: the exact value of a signed combination of those numbers (integer digit arithmetic, no
+  wrapping), which generation compares with what the head wrote: the head computes on angles, modulo
+  ``10^int_digits``.
 
 Shapes: B rows, T positions, K = ``fone_context_numbers``, P = ``int_digits + frac_digits`` places.
 """
@@ -86,6 +89,34 @@ def last_numbers(
         sign=torch.where(valid, picked_sign, 1),
         valid=valid,
     )
+
+
+def combine_exactly(numbers: ContextNumbers, coefficients: torch.Tensor) -> torch.Tensor:
+    """The exact value of ``sum_k c_k x_k`` over the K context numbers (signed, empty slots left out), in place digits.
+
+    Integer arithmetic on the digits, place by place with carries, so it never wraps: the value is
+    ``overflow * 10^P + digits`` in units of the lowest place (``10^-frac_digits``), where ``digits`` is the
+    combination modulo ``10^P`` (what the head's angles hold) and ``overflow = floor(value / 10^P)`` (0 exactly
+    when ``0 <= value < 10^int_digits``).
+
+    Args:
+        numbers: `ContextNumbers` with ``digits [N, K, P]``, ``sign [N, K]``, ``valid [N, K]``.
+        coefficients: int ``[N, K]`` of -1, 0, +1 (slot 0 the latest number).
+
+    Returns:
+        int64 ``[N, 2 + P]``: column 0 the count of numbers combined (nonzero coefficients on valid slots), column 1
+        the overflow, then the P place digits of the value modulo ``10^P``, most significant first.
+    """
+    weights = coefficients.long() * numbers.sign.long() * numbers.valid.long()  # (N, K)
+    place_sums = (weights[..., None] * numbers.digits.long()).sum(-2)  # (N, P), each in [-9K, 9K]
+    carry = torch.zeros_like(place_sums[..., 0])  # (N,)
+    digits = []
+    for place in range(place_sums.shape[-1] - 1, -1, -1):  # lowest place first
+        total = place_sums[..., place] + carry
+        digits.append(torch.remainder(total, 10))
+        carry = torch.div(total, 10, rounding_mode="floor")
+    terms = (weights != 0).sum(-1)  # (N,)
+    return torch.stack([terms, carry, *digits[::-1]], -1)  # (N, 2 + P)
 
 
 def context_at(

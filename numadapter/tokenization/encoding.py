@@ -9,6 +9,8 @@ None when numbers stay ordinary tokens), ``marker_token_id`` and ``_cache`` (a d
   in text order. Out-of-range numbers stay text or raise, as ``out_of_range`` says.
 - `_warn_mostly_text`: when the method's own range (`NumberMethod.accepts`, xVal's ``xval_scale``) left most numbers
   of a batch that fit the digit places as text, one warning per tokenizer (`NumberMethod.mostly_text_warning`).
+- `_warn_not_context`: when a number left as text because of the digit places would have been a context number (a
+  head that combines the numbers before it, `NumberMethod.context_size` > 0), one warning per tokenizer.
 - `_kept_numbers`, `_side_tensors`, `_side_lists`: after the backend tokenized the batch, the numbers whose markers
   survived truncation are written at the marker positions: ``num_mask`` ``[B, T]``, ``num_digits`` ``[B, T, P]``,
   ``num_sign`` ``[B, T]``, ``num_values`` ``[B, T]``.
@@ -100,6 +102,36 @@ class NumberEncoding:
         if message is not None:
             self._range_warned = True
             warnings.warn(message, UserWarning, stacklevel=3)
+
+    def _warn_not_context(self, left: Sequence[NumberSpan]) -> None:
+        """Warns (once per tokenizer) when a number left as text because it needs more digit places than the config
+        has would have been a context number: a head that combines the numbers before it
+        (`NumberMethod.context_size` > 0, FoNE's ``fone_head_input="context"``) only sees [NUM]s, so a sum with it
+        silently leaves it out (``1234567 + 1`` with int_digits=6 reads as 1)."""
+        if self.__dict__.get("_context_warned") or not self._method.context_size(self.config):
+            return
+        cfg = self.config
+        span = next((span for span in left if not span.exact.fits(cfg.int_digits, cfg.frac_digits)), None)
+        if span is None:
+            return
+        ints, fracs = len(span.exact.int_digits), len(span.exact.frac_digits)
+        needs, fixes = [], []
+        if ints > cfg.int_digits:
+            needs.append(f"{ints} integer places (int_digits={cfg.int_digits})")
+            fixes.append(f"int_digits to at least {ints}")
+        if fracs > cfg.frac_digits:
+            needs.append(f"{fracs} fraction places (frac_digits={cfg.frac_digits})")
+            fixes.append(f"frac_digits to at least {fracs}")
+        self._context_warned = True
+        warnings.warn(
+            f"NumberTokenizer left the number {span.text!r} as text: it needs {' and '.join(needs)}, and "
+            f"out_of_range='text'. The context head (fone_head_input='context') combines only the numbers written as "
+            f"[NUM], so a sum or difference with this number leaves it out. Raise {' and '.join(fixes)} (a new "
+            "adapter: the places are part of it), or set out_of_range='error' to raise instead. This warning is shown "
+            "once per NumberTokenizer.",
+            UserWarning,
+            stacklevel=3,
+        )
 
     def _substitute(
         self, index: int, text: str, left: list[NumberSpan] | None = None

@@ -327,6 +327,7 @@ class NumberTokenizer(NumberEncoding, NumberDecoding, TransformersOptions):
             numbers.append(nums)
         if left:
             self._warn_mostly_text(left, sum(map(len, numbers)))
+            self._warn_not_context(left)
         self._configure(padding, truncation, max_length, pad_to_multiple_of, padding_side)
         encodings = self._encode(substituted, add_special_tokens, split_special_tokens)
         ids = [e.ids for e in encodings]

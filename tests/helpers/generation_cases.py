@@ -79,3 +79,14 @@ def encourage_numbers(model, ntok, prompts=PROMPTS[:6], want: int = 2) -> None:
 def fed_back(out, marker: int) -> int:
     """How many generated [NUM] were fed back as input (not the last generated token of their row)."""
     return sum(ids[:-1].count(marker) for ids in out.token_ids)
+
+
+def copy_latest_number(model) -> None:
+    """Sets a FoNE context head to write the latest number before it (coefficient +1 on it, 0 on the others), so a
+    random model's numbers depend on its prompt (a fresh head's tied coefficients leave every number out: it writes
+    its read-out alone, the same for every prompt)."""
+    head = model.base_model.number_modules["default"].head
+    count = head.context_numbers
+    with torch.no_grad():
+        head.coefficients.weight.zero_()
+        head.coefficients.bias.copy_(torch.tensor([-30.0, -30.0, 30.0] + [-30.0, 30.0, -30.0] * (count - 1)))

@@ -99,6 +99,9 @@ class DigitHeadOutput(NamedTuple):
         powers: ``fone_head_input="context"``: float32 ``[N, K, 3, P, 2]`` each context number raised to those
             coefficients, ``conj(z), 1, z`` (low place first); None otherwise. The loss expands the ``3^K``
             combinations from them on the target rows only (`_mixture_loss`); ``pairs`` are the most likely one's.
+        context: ``fone_head_input="context"``: the `ContextNumbers` the combination was taken from (``digits
+            [N, K, P]``, ``sign`` and ``valid [N, K]``, as passed to `forward`), so that generation can compute the
+            chosen combination's exact value (`numadapter.methods.context.combine_exactly`); None otherwise.
     """
 
     digit_logits: torch.Tensor
@@ -107,6 +110,7 @@ class DigitHeadOutput(NamedTuple):
     readout: torch.Tensor | None = None
     coefficient_log_probs: torch.Tensor | None = None
     powers: torch.Tensor | None = None
+    context: ContextNumbers | None = None
 
 
 def digit_angles(device: torch.device | str | None = None) -> torch.Tensor:
@@ -274,7 +278,8 @@ class FoNEDigitHead(nn.Module):
             lower = (place_logits.argmax(-1).float() + lower) / 10
             places.append(place_logits)
         logits = torch.stack(places[::-1], dim=-2)  # (N, P, 10), most significant first
-        return DigitHeadOutput(logits, sign_logits, pairs, readout, log_p, powers)
+        combined = context if self.input_mode == "context" else None
+        return DigitHeadOutput(logits, sign_logits, pairs, readout, log_p, powers, combined)
 
     def _powers(self, context: ContextNumbers | None, leading: tuple[int, ...]) -> torch.Tensor:
         """Each context number raised to the coefficients ``(-1, 0, +1)``: ``conj(z), 1, z`` per place, float32

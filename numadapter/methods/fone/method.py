@@ -73,6 +73,7 @@ class FoNEMethod(NumberMethod):
         return fone_ntl(inputs)
 
     def predict(self, config: NumberSettings, head: nn.Module, outputs: list[Any]) -> HeadReading:
+        from numadapter.methods.context import ContextNumbers, combine_exactly
         from numadapter.methods.fone.head import DigitHeadOutput
 
         def last(field: str) -> torch.Tensor | None:  # the field at the last position of every row: (N, ...)
@@ -88,20 +89,40 @@ class FoNEMethod(NumberMethod):
         place_values = torch.pow(10.0, exponents).to(digits.device)  # (P,): 10^(m-1) ... 10^(-n)
         values = (digits.to(torch.float64) * place_values).sum(-1) * sign  # (N,)
         confidence, combination = head.confidence(out)
-        return HeadReading(digits=digits, sign=sign, values=values, confidence=confidence, combination=combination)
+        combined = None
+        if combination is not None and outputs[0].context is not None:  # the context head: its exact value too
+            context = ContextNumbers(
+                *(torch.cat([part[:, -1] for part in parts]) for parts in zip(*[o.context for o in outputs]))
+            )
+            combined = combine_exactly(context, combination)
+        return HeadReading(digits, sign, values, confidence, combination, combined)
 
     def read_numbers(
         self, config: NumberSettings, head: nn.Module, digits: list[list[int]] | None, signs: list[int],
-        values: list[float],
+        values: list[float], combined: list[list[int]] | None = None,
     ) -> list[GeneratedNumber]:  # fmt: skip
+        """The exact numbers the digits spell; with the context head, a combination of the numbers before it that
+        needs more than ``int_digits`` places (its digits hold it only modulo ``10^int_digits``) is returned whole
+        instead, not feedable, and a negative one as written with a warning (`numadapter.methods.fone.wrapping`)."""
         from numadapter.methods.fone.head import FoNEDigitHead
+        from numadapter.methods.fone.wrapping import negative_reason, overflow_reason, unwrapped
         from numadapter.numbers import ExactNumber
 
         texts = FoNEDigitHead.to_strings(digits, signs, config.int_digits, config.frac_digits)
+        combined = combined or [None] * len(texts)
         out = []
-        for row_digits, sign, text in zip(digits, signs, texts):
-            value = ExactNumber.from_place_digits(
-                row_digits, config.int_digits, config.frac_digits, -1 if sign < 0 else 1
-            )
-            out.append(GeneratedNumber(value=value, text=text))
+        for row_digits, sign, text, combination in zip(digits, signs, texts, combined):
+            sign = -1 if sign < 0 else 1
+            magnitude = reason = None
+            if combination is not None:
+                magnitude = unwrapped(row_digits, combination, config.int_digits, config.frac_digits)
+            if magnitude is not None and magnitude > 0:  # the digits are a wrapped sum: write it whole, stop there
+                whole = ExactNumber.parse(sign * magnitude)
+                reason = overflow_reason(whole, text, config.int_digits)
+                out.append(GeneratedNumber(value=whole, text=str(whole), feedable=False, reason=reason))
+                continue
+            if magnitude is not None:  # a negative combination: kept as written, with a warning
+                reason = negative_reason(magnitude, text, config.int_digits)
+            value = ExactNumber.from_place_digits(row_digits, config.int_digits, config.frac_digits, sign)
+            out.append(GeneratedNumber(value=value, text=text, reason=reason))
         return out

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 from helpers.adapter_cases import Store
-from helpers.generation_cases import PROMPTS, build, encourage_numbers
+from helpers.generation_cases import PROMPTS, build, copy_latest_number, encourage_numbers
 from transformers import pipeline
 
 from numadapter.generation import generate
@@ -30,6 +30,7 @@ def store(tmp_path_factory) -> Store:
 def llama(store):
     model, ntok = build(store, "llama", "fone")
     encourage_numbers(model, ntok)
+    copy_latest_number(model)  # each row's numbers come from its own prompt
     return model, ntok
 
 
