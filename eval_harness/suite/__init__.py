@@ -6,6 +6,7 @@ How to run it (from the repository root)::
     python -m eval_harness.suite run --families copy,maxmin --arms lora_digits,fone_context --seconds 300
     python -m eval_harness.suite run --families all --steps 400         # the same steps instead of the same time
     python -m eval_harness.suite report                                # README.md, bars.png, curves.png
+    python -m eval_harness.suite coverage                              # what the context head can form, per family
 
 ``run`` trains each arm (default: ``lora_digits``, ``digits_ntl``, ``fone_context`` = FoNE as the library builds it,
 the context head, and ``xval``; any arm of `eval_harness.study.ARMS`) on each family with

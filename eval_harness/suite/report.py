@@ -46,6 +46,7 @@ def report(out: Path) -> str:
     records = load(out)
     lines = [HEADER]
     families = sorted({r["task"] for r in records}, key=lambda f: list(FAMILIES).index(f) if f in FAMILIES else 99)
+    lines += overview(records, families, out)
     for name in families:
         rows = [r for r in records if r["task"] == name]
         by_error = name in FAMILIES and FAMILIES[name].scoring == "error"
@@ -61,6 +62,31 @@ def report(out: Path) -> str:
     if records:
         _plots(records, families, out)
     return text
+
+
+def overview(records: list[dict[str, Any]], families: list[str], out: Path) -> list[str]:
+    """One row per family: the share of its answers FoNE's context head can form (``coverage.json``, written by
+    ``python -m eval_harness.suite coverage``) and every arm's final score (exact match; MAPE for a regression
+    family), the best in bold."""
+    path = out / "coverage.json"
+    coverage = json.loads(path.read_text()) if path.exists() else {}
+    arms = sorted({r["arm"] for r in records})
+    lines = ["## Overview", "", "| family | the context head can form | " + " | ".join(arms) + " |",
+             "|---|---|" + "---|" * len(arms)]  # fmt: skip
+    for name in families:
+        by_error = name in FAMILIES and FAMILIES[name].scoring == "error"
+        found = {r["arm"]: r["final"] for r in records if r["task"] == name}
+        scores = {a: (found[a].get("mape") if by_error else found[a]["exact_match"]) for a in arms if a in found}
+        valid = [v for v in scores.values() if v is not None and not math.isnan(v)]
+        best = (min(valid) if by_error else max(valid)) if valid else None
+        cells = []
+        for arm in arms:
+            value = scores.get(arm)
+            text = "-" if value is None else (f"{value:.2f} MAPE" if by_error else f"{value:.1%}")
+            cells.append(f"**{text}**" if value is not None and value == best and len(valid) > 1 else text)
+        share = coverage.get(name, {}).get("share")
+        lines.append(f"| {name} | {_number(share, '.0%')} | " + " | ".join(cells) + " |")
+    return lines + [""]
 
 
 def _plots(records: list[dict[str, Any]], families: list[str], out: Path) -> None:

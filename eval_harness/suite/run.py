@@ -55,6 +55,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     rep = sub.add_parser("report", help="table + plots from the JSON records")
     rep.add_argument("--out", type=Path, default=DEFAULT_OUT)
     sub.add_parser("list", help="the families")
+    cov = sub.add_parser("coverage", help="the share of each family's answers FoNE's context head can form")
+    cov.add_argument("--base", default=None, help="model directory (default: numadapter.smollm2_path())")
+    cov.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
     if args.command == "run":
         if args.steps is None and args.seconds is None:
@@ -109,4 +112,10 @@ def main(argv: list[str] | None = None) -> None:
     from eval_harness.study import prepare_run
 
     args.base = prepare_run(args.base)
+    if args.command == "coverage":
+        from eval_harness.suite.coverage import write_coverage
+
+        for name, found in write_coverage(args.base, args.out).items():
+            print(f"{name:24} {found['formed']:4d} / {found['answers']:4d} = {found['share']:.0%}")
+        return
     run(args)

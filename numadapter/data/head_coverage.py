@@ -82,7 +82,7 @@ def head_coverage(dataset: Any, count: int, limit: int = 2000) -> Coverage:
     Args:
         dataset: prepared causal rows (`numadapter.data.prepare_dataset` with prompt/completion data: the sparse
             number columns and ``completion_mask``); rows without ``completion_mask`` train every token, so every
-            number after the first counts as an answer.
+            number counts as an answer (one with no number before it is formed only when it is 0).
         count: K, ``fone_context_numbers``.
         limit: examples to look at.
 
@@ -97,8 +97,8 @@ def head_coverage(dataset: Any, count: int, limit: int = 2000) -> Coverage:
         trained = row.get("completion_mask")
         values = [_value(d, s) for d, s in zip(digits, signs)]
         for n, position in enumerate(positions):
-            if n == 0 or (trained is not None and not trained[position]):
-                continue  # a prompt number, or the first number of a text (nothing before it)
+            if trained is not None and not trained[position]:
+                continue  # a prompt number
             context = tuple(values[max(0, n - count) : n][::-1])  # the last K before it, most recent first
             coverage.answers += 1
             if combination_of(context, values[n]) is not None:

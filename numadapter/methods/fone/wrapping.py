@@ -14,8 +14,7 @@ magnitude itself is returned. Then:
 - it needs more than ``int_digits`` integer places (``999999 + 1``): generation writes it in full, as text (a [NUM]
   cannot carry it), and stops that sequence with a warning naming it, the limit and the fix (`overflow_reason`), or
   raises;
-- it is below zero (the head gave the numbers the wrong signs, ``3 - 5`` as a magnitude; an untrained head, whose
-  coefficient logits tie, picks -1 for every number): the written digits are it modulo ``10^int_digits``, kept as
+- it is below zero (the head gave the numbers the wrong signs, ``3 - 5`` as a magnitude): the written digits are it modulo ``10^int_digits``, kept as
   written (there is no right magnitude to write) and fed back, with a warning once per call (`negative_reason`).
 
 With every coefficient 0 the read-out alone wrote the number, with no combination to compare it with, and nothing is
@@ -84,5 +83,5 @@ def negative_reason(magnitude: Decimal, written: str, int_digits: int) -> str:
         f"the context head (fone_head_input='context') combined the numbers before it into a negative magnitude "
         f"({ExactNumber.parse(magnitude)}), which the digits of a [NUM] cannot hold: they read {written}, that number "
         f"modulo 10^{int_digits}, and are kept as written. The head's coefficients (the signs it gives the numbers "
-        "before it) are wrong here, as they are everywhere in an untrained head: train it (more such differences)."
+        "before it) are wrong here: train it on more such differences."
     )

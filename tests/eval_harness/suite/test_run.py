@@ -81,3 +81,30 @@ def test_report_tables_every_family_and_ranks_the_regression_family_by_error(tmp
     assert table[2].startswith("| xval | 0.0% | 2.5 | 0.40 | 0% |")  # lower MAPE first, despite no exact match
     assert (tmp_path / "README.md").read_text() == text
     assert (tmp_path / "bars.png").stat().st_size > 0 and (tmp_path / "curves.png").stat().st_size > 0
+
+
+def test_the_overview_shows_the_heads_coverage_and_bolds_each_familys_best(tmp_path):
+    records = [
+        _record("lora_digits", "copy", 0.25, 10.0, 5.0, 0.5),
+        _record("fone_context", "copy", 0.75, 3.0, 1.0, 1.0),
+        _record("xval", "miles_km", 0.0, 2.5, 0.4, 0.0),
+        _record("lora_digits", "miles_km", 0.5, 9.0, 3.0, 0.25),
+    ]
+    for r in records:
+        (tmp_path / r["task"]).mkdir(exist_ok=True)
+        (tmp_path / r["task"] / f"{r['arm']}.json").write_text(json.dumps(r))
+    (tmp_path / "coverage.json").write_text(json.dumps({"copy": {"share": 1.0}, "miles_km": {"share": 0.0}}))
+    lines = report.report(tmp_path).splitlines()
+    assert "| family | the context head can form | fone_context | lora_digits | xval |" in lines
+    assert "| copy | 100% | **75.0%** | 25.0% | - |" in lines
+    assert "| miles_km | 0% | - | 3.00 MAPE | **0.40 MAPE** |" in lines  # the regression family: lower is better
+
+
+def test_coverage_counts_what_the_context_head_can_form_per_family():
+    from helpers.real import real_tokenizer
+
+    from eval_harness.suite.coverage import family_coverage
+
+    tokenizer = real_tokenizer()
+    assert family_coverage("copy", tokenizer, n=20) == {"answers": 20, "formed": 20, "share": 1.0}
+    assert family_coverage("times_one_digit", tokenizer, n=20)["formed"] == 0  # a product: no signed sum forms it

@@ -63,6 +63,9 @@ def test_coverage_counts_the_completion_numbers_a_combination_forms(store):
     assert (coverage.answers, coverage.formed) == (20, 15)
     context, answer = coverage.examples[0]
     assert answer == context[0] * 1000  # the conversion: the latest number times 1000
+    words = [{"prompt": "Write in digits: forty-two.", "completion": " 42"}, {"prompt": "zero?", "completion": " 0"}]
+    coverage = head_coverage(prepare_dataset(datasets.Dataset.from_list(words), ntok), count=4)
+    assert (coverage.answers, coverage.formed) == (2, 1)  # nothing before the answer: only 0 is formed (read-out)
     # with K = 1 only the latest number counts: "In 2024: a + b =" is out of reach, "a - b =" too
     assert head_coverage(prepare_dataset(datasets.Dataset.from_list(rows("sum", 10)), ntok), count=1).share == 0.0
 

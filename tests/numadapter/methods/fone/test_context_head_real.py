@@ -49,16 +49,21 @@ def test_the_linear_read_out_does_not_learn_addition_in_the_same_steps(tmp_path)
     assert held_out_exact_match("linear", tmp_path) <= 0.05
 
 
-def chat_prompt(tokenizer, user: str, system: str | None = None) -> str:
-    """A ChatML prompt as SmolLM2's template renders it (with the generation prompt)."""
-    messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
+def chat_prompt(tokenizer, user: str, system: str | None = None, before: list[dict] | None = None) -> str:
+    """A ChatML prompt as SmolLM2's template renders it (with the generation prompt), after the turns `before`."""
+    messages = ([{"role": "system", "content": system}] if system else []) + (before or [])
+    messages.append({"role": "user", "content": user})
     return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+
+EARLIER_TURN = [{"role": "user", "content": "What is 5 + 7?"}, {"role": "assistant", "content": "12"}]
 
 
 def test_fone_learns_addition_and_numbers_training_never_showed_leave_the_answer_alone(tmp_path):
     """The context head learns addition on the real base in a few steps (>= 95% on held-out sums), and, trained on
     clean rows ("a + b =", plain and as a chat), the adapter answers as well when the prompt carries one
-    more, older number ("Q3. a + b =", "In 2024: a + b =") and in a chat whose system prompt has a number: a slot
+    more, older number ("Q3. a + b =", "In 2024: a + b ="), in a chat whose system prompt has a number and in a second
+    chat turn after "What is 5 + 7?" / "12": a slot
     that never held a number in training leaves it out (it subtracted it: 0% on "Q3. a + b =")."""
     torch.manual_seed(0)
     tokenizer = real_tokenizer()
@@ -88,6 +93,7 @@ def test_fone_learns_addition_and_numbers_training_never_showed_leave_the_answer
         "chat, numbered system prompt": [
             chat_prompt(tokenizer, row["prompt"], system="You are assistant number 7.") for row in held
         ],
+        "chat, second turn": [chat_prompt(tokenizer, row["prompt"], before=EARLIER_TURN) for row in held],
     }
     scores = {
         name: answer_metrics(generate_answers(model, ntok, texts, 8, 40, progress=False), references)["exact_match"]

@@ -1,0 +1,44 @@
+"""How many answers of each family FoNE's context head can form: a signed sum of the last K numbers before them.
+
+No training: each family's held-out rows are tokenized with the FoNE default config (its number places) and counted
+with `numadapter.data.head_coverage` (the check `NumberSFTTrainer` warns with). The share bounds what the context head
+can do on a family; what it cannot form it writes through its read-out, which does not learn exact numbers on a
+pretrained base. ``python -m eval_harness.suite coverage`` writes ``<out>/coverage.json``; the report shows it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from eval_harness.suite.families import FAMILIES, family_rows
+
+COUNT = 4  # fone_context_numbers, the library's default
+
+
+def family_coverage(name: str, tokenizer: Any, n: int = 200, seed: int = 0) -> dict[str, Any]:
+    """The head's coverage of `n` held-out rows of a generated family: ``{"answers", "formed", "share"}``."""
+    import datasets
+
+    from numadapter import NumberAdapterConfig, NumberTokenizer
+    from numadapter.data.head_coverage import head_coverage
+    from numadapter.data.prepare import prepare_dataset
+
+    found = FAMILIES[name]
+    config = NumberAdapterConfig(encoding="fone", int_digits=found.int_digits, frac_digits=found.frac_digits)
+    _, held = family_rows(name, 0, n, seed)
+    prepared = prepare_dataset(datasets.Dataset.from_list(held), NumberTokenizer(tokenizer, config))
+    coverage = head_coverage(prepared, COUNT, limit=n)
+    return {"answers": coverage.answers, "formed": coverage.formed, "share": coverage.share}
+
+
+def write_coverage(base: str, out: Path, n: int = 200) -> dict[str, dict[str, Any]]:
+    """`family_coverage` of every generated family, written to ``<out>/coverage.json``."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    result = {name: family_coverage(name, tokenizer, n) for name, found in FAMILIES.items() if found.draw is not None}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "coverage.json").write_text(json.dumps(result, indent=1))
+    return result
