@@ -14,8 +14,9 @@ magnitude itself is returned. Then:
 - it needs more than ``int_digits`` integer places (``999999 + 1``): generation writes it in full, as text (a [NUM]
   cannot carry it), and stops that sequence with a warning naming it, the limit and the fix (`overflow_reason`), or
   raises;
-- it is below zero (the head gave the numbers the wrong signs, ``3 - 5`` as a magnitude): the written digits are it modulo ``10^int_digits``, kept as
-  written (there is no right magnitude to write) and fed back, with a warning once per call (`negative_reason`).
+- it is below zero (the head gave the numbers the wrong signs, ``3 - 5`` as a magnitude): the written digits are
+  it modulo ``10^int_digits``, kept as written (there is no right magnitude to write) and fed back, with a warning
+  once per call (`negative_reason`).
 
 With every coefficient 0 the read-out alone wrote the number, with no combination to compare it with, and nothing is
 checked.

@@ -59,7 +59,8 @@ def _record(arm, task, exact, mae, mape, retained, seconds_budget=30.0):
             "final": curve[-1], "steps_done": 12, "facts_retained": retained}  # fmt: skip
 
 
-def test_report_tables_every_family_and_ranks_the_regression_family_by_error(tmp_path):
+def write_records(out) -> None:
+    """Four fake arm records: copy (lora_digits, fone_context) and miles_km (xval, lora_digits)."""
     records = [
         _record("lora_digits", "copy", 0.25, 10.0, 5.0, 0.5),
         _record("fone_context", "copy", 0.75, 3.0, 1.0, 1.0),
@@ -67,8 +68,12 @@ def test_report_tables_every_family_and_ranks_the_regression_family_by_error(tmp
         _record("lora_digits", "miles_km", 0.5, 9.0, 3.0, 0.25),
     ]
     for r in records:
-        (tmp_path / r["task"]).mkdir(exist_ok=True)
-        (tmp_path / r["task"] / f"{r['arm']}.json").write_text(json.dumps(r))
+        (out / r["task"]).mkdir(exist_ok=True)
+        (out / r["task"] / f"{r['arm']}.json").write_text(json.dumps(r))
+
+
+def test_report_tables_every_family_and_ranks_the_regression_family_by_error(tmp_path):
+    write_records(tmp_path)
     (tmp_path / "facts").mkdir()
     (tmp_path / "facts" / "base_known.json").write_text(json.dumps({"facts": []}))  # not an arm record
     text = report.report(tmp_path)
@@ -84,15 +89,7 @@ def test_report_tables_every_family_and_ranks_the_regression_family_by_error(tmp
 
 
 def test_the_overview_shows_the_heads_coverage_and_bolds_each_familys_best(tmp_path):
-    records = [
-        _record("lora_digits", "copy", 0.25, 10.0, 5.0, 0.5),
-        _record("fone_context", "copy", 0.75, 3.0, 1.0, 1.0),
-        _record("xval", "miles_km", 0.0, 2.5, 0.4, 0.0),
-        _record("lora_digits", "miles_km", 0.5, 9.0, 3.0, 0.25),
-    ]
-    for r in records:
-        (tmp_path / r["task"]).mkdir(exist_ok=True)
-        (tmp_path / r["task"] / f"{r['arm']}.json").write_text(json.dumps(r))
+    write_records(tmp_path)
     (tmp_path / "coverage.json").write_text(json.dumps({"copy": {"share": 1.0}, "miles_km": {"share": 0.0}}))
     lines = report.report(tmp_path).splitlines()
     assert "| family | the context head can form | fone_context | lora_digits | xval |" in lines
