@@ -106,9 +106,15 @@ def answers(model, ntok) -> dict[str, list]:
 
 
 def test_adapter_and_export_give_the_recorded_answers(adapter, exported):
+    """The recorded tokens and numbers, exactly. The texts were recorded when adjacent generated numbers ran together
+    ("2121.99" for 21 then 21.99, which reads back as other numbers); they are now written with a space between
+    them (`numadapter.tokenization.decoding`), the only difference."""
     recorded = REFERENCE["answers"]
-    assert answers(*adapter) == recorded
-    assert answers(*exported) == recorded
+    prompts = REFERENCE["prompts"]
+    assert recorded["texts"] == [p + "".join(n) for p, n in zip(prompts, recorded["numbers"])]  # only numbers
+    spaced = {**recorded, "texts": [p + " ".join(n) for p, n in zip(prompts, recorded["numbers"])]}
+    assert answers(*adapter) == spaced
+    assert answers(*exported) == spaced
     assert any(recorded["numbers"]), "the record should contain generated numbers (read by the digit head)"
 
 
