@@ -21,9 +21,8 @@ def family_coverage(name: str, tokenizer: Any, n: int = 200, seed: int = 0) -> d
     """The head's coverage of `n` held-out rows of a generated family: ``{"answers", "formed", "share"}``."""
     import datasets
 
-    from numadapter import NumberAdapterConfig, NumberTokenizer
+    from numadapter import NumberAdapterConfig, NumberTokenizer, prepare_dataset
     from numadapter.data.head_coverage import head_coverage
-    from numadapter.data.prepare import prepare_dataset
 
     found = FAMILIES[name]
     config = NumberAdapterConfig(encoding="fone", int_digits=found.int_digits, frac_digits=found.frac_digits)

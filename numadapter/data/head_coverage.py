@@ -23,6 +23,8 @@ from typing import Any
 
 from numadapter.schema import POSITIONS_FIELD
 
+__all__ = ["Coverage", "combination_of", "head_coverage", "warn_uncovered"]
+
 # the share of answers the head may fail to form before the trainer warns
 UNCOVERED_WARNING_SHARE = 0.1
 
