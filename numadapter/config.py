@@ -22,6 +22,7 @@ from numadapter.tuner.peft_type import config_peft_type
 FONE_PROJECTIONS = ("linear", "pad")
 FONE_HEAD_INPUTS = ("linear", "slice", "rotation", "context")
 FONE_HEAD_TARGETS = ("digit", "feature")
+FONE_NUMBERS = ("all", "answers")
 SIGN_POLICIES = ("text", "feature")
 OUT_OF_RANGE_POLICIES = ("text", "error")
 XVAL_FORMS = ("auto", "affine", "multiplicative")
@@ -40,7 +41,7 @@ MAX_HEAD_HIDDEN = 2**16
 
 
 # Fields whose default changed after adapters were saved without them: the value such a saved config meant.
-LEGACY_DEFAULTS = {"fone_head_target": "digit", "gce_form": "add", "fone_head_input": "linear"}
+LEGACY_DEFAULTS = {"fone_head_target": "digit", "gce_form": "add", "fone_head_input": "linear", "fone_numbers": "all"}
 
 
 def with_legacy_defaults(saved: dict) -> dict:
@@ -165,6 +166,13 @@ class NumberAdapterConfig(LoraConfig):
             (`eval_harness/results/pretrained_study`).
         fone_context_numbers (`int`, defaults to 4): with fone_head_input="context", how many of the latest numbers
             at or before a position the head may combine (1 to 6: the head scores all 3^K combinations).
+        fone_numbers (`str`, defaults to `"all"`): which numbers become [NUM] tokens. `"all"`: every in-range
+            number of the text. `"answers"`: every number stays the base's own digit tokens (the base reads the
+            text as in pretraining), and only an answer number that the context head can form (a signed combination
+            of the last `fone_context_numbers` numbers before it) is written as [NUM]; the digit-written numbers
+            are still the head's context (their exact values come from the tokenizer). Answers are the numbers at
+            or after the tokenizer's `answer_start` (the completion, when the trainers prepare prompt-completion
+            data); a prompt keeps its numbers in digits. Needs fone_head_input="context".
         fone_head_target (`str`, defaults to `"feature"`): where each digit 2-vector is trained to point.
             `"feature"`: at the answer's own FoNE feature for that place, phi(y, 10^(i+1)), which is the digit plus
             the lower digits read as a fraction; it is read back lowest place first, subtracting the lower digits
@@ -293,6 +301,14 @@ class NumberAdapterConfig(LoraConfig):
     fone_context_numbers: int = field(
         default=4, metadata={"help": "fone_head_input='context': the latest numbers the head may combine."}
     )
+    fone_numbers: Literal["all", "answers"] = field(
+        default="all",
+        metadata={
+            "help": "Which numbers become [NUM]: every in-range number, or only the answers the context head can "
+            "form (every other number stays digit tokens).",
+            "choices": list(FONE_NUMBERS),
+        },
+    )
     fone_head_target: Literal["digit", "feature"] = field(
         default="feature",
         metadata={
@@ -414,6 +430,13 @@ class NumberAdapterConfig(LoraConfig):
         _choice("fone_projection", self.fone_projection, FONE_PROJECTIONS)
         _choice("fone_head_input", self.fone_head_input, FONE_HEAD_INPUTS)
         _choice("fone_head_target", self.fone_head_target, FONE_HEAD_TARGETS)
+        _choice("fone_numbers", self.fone_numbers, FONE_NUMBERS)
+        if self.encoding == "fone" and self.fone_numbers == "answers" and self.fone_head_input != "context":
+            raise ValueError(
+                "fone_numbers='answers' writes as [NUM] only the answers the context head can form from the numbers "
+                f"before them, but fone_head_input={self.fone_head_input!r} forms none: set fone_head_input='context' "
+                "(the default), or fone_numbers='all'."
+            )
         # FoNE settings are checked for their values only on other encodings, which do not use them (as fone_bases)
         if self.encoding == "fone" and self.fone_head_input == "context" and self.fone_head_target != "feature":
             raise ValueError(
