@@ -49,9 +49,11 @@ from numadapter.generation.eval_mode import evaluating
 from numadapter.generation.loop import AdapterParts
 from numadapter.generation.prompts import encode_prompts
 from numadapter.generation.sampling import sampling_settings
+from numadapter.methods.base import GeneratedNumber
 from numadapter.numbers import ExactNumber, find_numbers
 from numadapter.tokenization.matching import check_tokenizer_matches
 from numadapter.tokenization.tokenizer import NumberTokenizer
+from numadapter.tuner.inputs import digit_written
 
 OUT_OF_RANGE_CHOICES = ("stop", "error")
 
@@ -210,7 +212,8 @@ def _generate_batch(
     def decode(ids: list[int], number_texts: list[str]) -> str:
         return ntok.decode(ids, number_texts=number_texts, skip_special_tokens=True)
 
-    tracker = run_loop(parts, batch, loop, decode)
+    tracker = run_loop(parts, batch, loop, decode, tokenizer=ntok)
+    in_digits = digit_written(parts.runtime.config) and parts.runtime.modules is not None
     for row, prompt in enumerate(prompts):
         ids, numbers = tracker.tokens[row], tracker.numbers[row]
         generated = [n.text for n in numbers]
@@ -221,17 +224,36 @@ def _generate_batch(
             head = decode(batch.ids[row], prompt_texts)
             whole = decode(batch.ids[row] + ids, prompt_texts + generated)
             completion = whole[len(head) :] if whole.startswith(head) else decode(ids, generated)
-        values = [n.value for n in numbers] if parts.num_token_id is not None else []
-        if parts.num_token_id is None:
-            values = [span.exact for span in find_numbers(completion)]
+        if parts.num_token_id is None:  # digit tokens: the numbers come from the text, no head read them
+            values, confidences, combinations = _text_numbers(completion, [])
+        elif in_digits:  # fone_numbers="answers": the head's numbers among those written in digits
+            values, confidences, combinations = _text_numbers(completion, numbers)
+        else:
+            values = [n.value for n in numbers]
+            confidences, combinations = [n.confidence for n in numbers], [n.combination for n in numbers]
         result.texts.append(prompt + completion if full_text else completion)
         result.completions.append(completion)
         result.numbers.append(values)
         result.token_ids.append(list(ids))
         result.stop_reasons.append(tracker.reasons[row])
-        if parts.num_token_id is None:  # digit tokens: the numbers come from the text, no head read them
-            result.confidences.append([None] * len(values))
-            result.combinations.append([None] * len(values))
+        result.confidences.append(confidences)
+        result.combinations.append(combinations)
+
+
+def _text_numbers(completion: str, generated: list[GeneratedNumber]) -> tuple[list, list, list]:
+    """Every number of `completion` in text order, with the head's confidence and combination for those the head
+    wrote (`generated`, in order; None for numbers written in digit tokens): ``(values, confidences,
+    combinations)``."""
+    values, confidences, combinations = [], [], []
+    pending = list(generated)
+    for span in find_numbers(completion):
+        if pending and span.text == pending[0].text:
+            number = pending.pop(0)
+            values.append(number.value)
+            confidences.append(number.confidence)
+            combinations.append(number.combination)
         else:
-            result.confidences.append([n.confidence for n in numbers])
-            result.combinations.append([n.combination for n in numbers])
+            values.append(span.exact)
+            confidences.append(None)
+            combinations.append(None)
+    return values, confidences, combinations

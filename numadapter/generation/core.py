@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from numadapter.generation.digit_numbers import DigitNumbers
 from numadapter.generation.loop import AdapterParts, decode_loop
 from numadapter.generation.prompts import PromptBatch
 from numadapter.generation.readout import NumberReader
@@ -21,6 +22,7 @@ from numadapter.generation.sampling import SamplingSettings, TokenChooser
 from numadapter.generation.stopping import RowTracker
 from numadapter.integrations.deepspeed_zero import full_shape
 from numadapter.methods.registry import get_method
+from numadapter.tuner.inputs import digit_written
 from numadapter.tuner.patches import base_weight
 
 
@@ -161,6 +163,7 @@ def run_loop(
     loop: LoopSettings,
     decode: Callable[[list[int], list[str]], str] | None,
     tracker_cls: type[RowTracker] = RowTracker,
+    tokenizer: Any = None,
 ) -> RowTracker:
     """Generates for every row of `batch`; returns the tracker with each row's tokens, numbers and stop reason.
 
@@ -170,10 +173,36 @@ def run_loop(
         loop: the run's settings.
         decode: ``decode(ids, number_texts) -> text`` for stop strings (None when there are none).
         tracker_cls: `RowTracker` or a subclass (e.g. one that streams each step).
+        tokenizer: the `NumberTokenizer` (needed with ``fone_numbers="answers"``: it reads the numbers the model
+            writes in digits, `digit_numbers_of`).
     """
     tracker = tracker_cls(len(batch.ids), loop.eos_ids, loop.stops, parts.num_token_id, decode)
     decode_loop(
         parts, batch, loop.reader, loop.chooser, tracker, loop.max_new_tokens, loop.use_cache, loop.pad_id,
-        loop.out_of_range,
+        loop.out_of_range, digit_numbers_of(parts, tokenizer, len(batch.ids)),
     )  # fmt: skip
     return tracker
+
+
+def digit_numbers_of(parts: AdapterParts, tokenizer: Any, rows: int) -> DigitNumbers | None:
+    """The follower of numbers generated in digits (`DigitNumbers`) for ``fone_numbers="answers"``, else None.
+
+    Raises:
+        ValueError: such an adapter without its `NumberTokenizer` (the numbers it writes in digits are context
+            numbers, read from the text).
+    """
+    config = parts.runtime.config
+    if not digit_written(config) or parts.runtime.modules is None or parts.num_token_id is None:
+        return None
+    if tokenizer is None or not hasattr(tokenizer, "_number_row"):
+        raise ValueError(
+            "This adapter has fone_numbers='answers': the numbers it writes in digits are context numbers, read from "
+            "the generated text, so generation needs its NumberTokenizer: use numadapter.generate(model, ntok, ...), "
+            "or pass tokenizer=ntok to model.generate (or the input_ids of ntok(..., return_tensors='pt'))."
+        )
+
+    def decode(ids: list[int]) -> str:
+        return tokenizer.decode(ids, number_texts=[], skip_special_tokens=True)
+
+    text_sign = config.sign_policy == "text"
+    return DigitNumbers(rows, decode, tokenizer._number_row, text_sign, parts.num_token_id)

@@ -199,7 +199,7 @@ def _generate(tuner: Any, *args: Any, **kwargs: Any) -> Any:
         num_id = marker if get_method(config).replaces_numbers(config) else None  # [NUM], also with adapters off
         tracker_cls, end = _streaming(streamer, start, prompt_texts, num_id, pad_id)
     with torch.no_grad():
-        tracker = run_loop(parts, batch, loop, decode, tracker_cls)
+        tracker = run_loop(parts, batch, loop, decode, tracker_cls, tokenizer)
     if end is not None:
         end()
     sequences = _sequences(parts, prompt_ids, tracker.tokens, pad_id)

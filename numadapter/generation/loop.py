@@ -31,6 +31,7 @@ from typing import Any
 import torch
 from transformers.modeling_outputs import BaseModelOutput
 
+from numadapter.generation.digit_numbers import DigitNumbers
 from numadapter.generation.prompts import PromptBatch, position_ids
 from numadapter.generation.readout import NumberReader
 from numadapter.generation.sampling import TokenChooser
@@ -266,6 +267,7 @@ def decode_loop(
     use_cache: bool,
     pad_id: int,
     on_out_of_range: str,
+    digit_numbers: DigitNumbers | None = None,
 ) -> None:
     """Generates up to `max_new_tokens` tokens for every row of `batch`; results land in `tracker`.
 
@@ -280,6 +282,7 @@ def decode_loop(
         pad_id: fed to rows that stopped.
         on_out_of_range: ``"stop"`` (warn, stop that row) or ``"error"`` for a generated number that cannot be fed
             back (an xVal value beyond ``xval_clip``, a FoNE context head's combination beyond ``int_digits``).
+        digit_numbers: with ``fone_numbers="answers"``, follows the numbers written in digits (context numbers).
     """
     encoder_decoder = parts.runtime.arch.is_encoder_decoder
     session_cls = {
@@ -292,13 +295,15 @@ def decode_loop(
     with ExitStack() as stack:
         session = session_cls(parts, batch, stack)
         if reader is not None:
-            reader.begin(batch.numbers)
+            reader.begin(batch.numbers, digit_numbers)
         step = session.start(max_new_tokens)
         running: torch.Tensor | None = None  # device mask of rows still running, once some row stopped
         warned = False  # a warning about a fed-back number (GeneratedNumber.reason) was shown
         for t in range(max_new_tokens):
             chosen = chooser(step.logits, t)  # (B,)
             tokens = chosen.tolist()  # the one host sync of the step
+            if reader is not None:  # numbers the model wrote in digits join the context (fone_numbers="answers")
+                reader.observe(tokens, tracker.active)
             rows = [r for r in tracker.active if tokens[r] == num_id] if num_id is not None else []
             prediction = reader.predict(step.hidden, rows) if rows and step.hidden is not None else None
             numbers = reader.numbers(prediction, rows) if prediction is not None else {}

@@ -23,6 +23,7 @@ from dataclasses import replace
 import torch
 
 from numadapter.config import NumberAdapterConfig
+from numadapter.generation.digit_numbers import DigitNumbers
 from numadapter.methods.base import GeneratedNumber, Prediction
 from numadapter.methods.context import ContextMemory
 from numadapter.methods.registry import get_method
@@ -45,15 +46,36 @@ class NumberReader:
         self.places = config.num_places
         self.context_size = self.method.context_size(config)
         self.memory: ContextMemory | None = None
+        self.digit_numbers: DigitNumbers | None = None
 
-    def begin(self, numbers: dict[str, torch.Tensor]) -> None:
+    def begin(self, numbers: dict[str, torch.Tensor], digit_numbers: DigitNumbers | None = None) -> None:
         """Starts a batch: a head that reads the numbers before it (`NumberMethod.context_size` > 0) remembers the
         last K numbers of each prompt (`numbers`: the prompt's ``num_mask`` / ``num_digits`` / ``num_sign``, which a
         method with a marker token always has) and, as the loop feeds them back, every generated number
-        (`side_row`)."""
+        (`side_row`), and with `digit_numbers` (``fone_numbers="answers"``) every number generated in digits
+        (`observe`)."""
+        self.digit_numbers = digit_numbers
         if self.context_size:
             mask, digits = numbers["num_mask"], numbers["num_digits"]
             self.memory = ContextMemory(mask, digits, numbers.get("num_sign"), self.context_size)
+
+    def observe(self, tokens: list[int], rows: list[int], final: bool = False) -> None:
+        """Records the numbers that the step's chosen `tokens` complete in digits on `rows` as their latest context
+        numbers (before the head reads this step: training marks a number at its last token). A no-op unless
+        `begin` got `digit_numbers`."""
+        if self.digit_numbers is None or self.memory is None:
+            return
+        completed = self.digit_numbers.observe(tokens, rows, final)
+        rounds = max(map(len, completed.values()), default=0)
+        device = self.memory.numbers.digits.device
+        for turn in range(rounds):  # the i-th completed number of every row, then the next: text order per row
+            now = [row for row, numbers in completed.items() if len(numbers) > turn]
+            digits = torch.zeros(len(tokens), self.places, dtype=torch.long)
+            sign = torch.ones(len(tokens), dtype=torch.long)
+            for row in now:
+                digits[row] = torch.tensor(completed[row][turn][0], dtype=torch.long)
+                sign[row] = completed[row][turn][1]
+            self.memory.push(sorted(now), digits.to(device), sign.to(device))
 
     # -- device side ------------------------------------------------------------------------------------------
     def predict(self, hidden: torch.Tensor, rows: list[int]) -> Prediction:

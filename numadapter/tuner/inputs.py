@@ -89,6 +89,11 @@ def _first(bad: torch.Tensor) -> tuple[int, ...]:
     return tuple(bad.nonzero()[0].tolist())
 
 
+def digit_written(config: NumberAdapterConfig) -> bool:
+    """Whether numbers may stay digit tokens and still be marked (``num_mask`` 2): FoNE with fone_numbers='answers'."""
+    return config.encoding == "fone" and getattr(config, "fone_numbers", "all") == "answers"
+
+
 def _side(
     name: str,
     ids: torch.Tensor,
@@ -149,16 +154,27 @@ def _side(
     if missing:
         raise ValueError(f"encoding={config.encoding!r} needs {missing}; got {sorted(prefix + k for k in given)}.")
     flagged = mask != 0
-    mismatch = flagged != is_marker
+    in_digits = digit_written(config)
+    mismatch = ((mask == 1) if in_digits else flagged) != is_marker
+    also = " (1 at each marker, 2 at the last token of a number left in digits)" if in_digits else ""
     checks.add(
         mismatch,
         lambda: (
-            f"`{prefix}mask` does not match the {token} positions of `{ids_name}` (id {marker}): first mismatch at "
-            f"{_first(mismatch)}, where the id is {ids[_first(mismatch)].item()} and the mask "
+            f"`{prefix}mask` does not match the {token} positions of `{ids_name}` (id {marker}){also}: first "
+            f"mismatch at {_first(mismatch)}, where the id is {ids[_first(mismatch)].item()} and the mask "
             f"{mask[_first(mismatch)].item()}; {int(mismatch.sum())} position(s) differ. Numbers would attach to the "
             "wrong tokens: apply every padding / truncation / shift of the ids to the number tensors too."
         ),
     )
+    if in_digits:
+        odd = (mask < 0) | (mask > 2)
+        checks.add(
+            odd,
+            lambda: (
+                f"`{prefix}mask` is {mask[_first(odd)].item()} at {_first(odd)}: with fone_numbers='answers' it must "
+                "be 0, 1 ([NUM]) or 2 (the last token of a number written in digits), as NumberTokenizer gives it."
+            ),
+        )
     if "digits" in given:
         digits = given["digits"]
         bad = flagged.unsqueeze(-1) & ((digits < 0) | (digits > 9))

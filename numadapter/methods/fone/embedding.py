@@ -396,7 +396,8 @@ class FoNEEmbedding(nn.Module):
 
         Args:
             embeds: ``[B, T, H]`` token embeddings (any float dtype).
-            num_mask: ``[B, T]``, nonzero at [NUM] rows.
+            num_mask: ``[B, T]``, 1 at [NUM] rows (2, a number left in digits with fone_numbers="answers", is
+                left alone).
             num_digits: int64 ``[B, T, P]`` place digits of ``|x|`` (zeros elsewhere).
             num_sign: int64 ``[B, T]`` of +1 / -1 (0 elsewhere); required with ``sign_policy="feature"``.
             num_values: unused (FoNE never reads float values); accepted for the common input-module signature.
@@ -424,4 +425,4 @@ class FoNEEmbedding(nn.Module):
         else:
             delta = F.linear(feats, self.proj.weight.float())  # (B, T, H), float32 whatever the weight dtype
         mixed = (embeds.float() + delta).to(embeds.dtype)
-        return torch.where(num_mask.bool().unsqueeze(-1), mixed, embeds)  # (B, T, H)
+        return torch.where((num_mask == 1).unsqueeze(-1), mixed, embeds)  # (B, T, H): 2 marks a number in digits

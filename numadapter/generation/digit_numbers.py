@@ -1,0 +1,103 @@
+"""Numbers a model writes in digit tokens during generation, for the context head (``fone_numbers="answers"``).
+
+With ``fone_numbers="answers"`` the text keeps its numbers as the base's digit tokens and the tokenizer marks each
+one at its last token (``num_mask`` 2), so that the context head can combine it later. Training sees that mark at
+the number's last token; a decode loop only knows the number is complete once the model writes the next character
+(a digit could still follow). `DigitNumbers` follows each row's generated text and reports every number as soon as
+the character after it shows it is complete: the loop then records it as the row's latest context number
+(`numadapter.methods.context.ContextMemory.push`) before the head reads that step, which is what the training
+forward computed at the same position (the number is in the context from its last token on).
+
+The numbers are found and ranged exactly as `NumberTokenizer` finds them in a text (`find_numbers`, the digit
+places, ``sign_policy``); a number out of range is not a context number there, and is skipped here too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from numadapter.numbers import find_numbers
+
+# characters that may continue a number just written ("1," -> "1,000", "2." -> "2.5", "3e" -> "3e5", "4-" -> a date)
+_MAY_CONTINUE = frozenset(",._'eE+-")
+# stands for a generated [NUM] in the text searched for digit numbers: never part of a number, so a digit number
+# right before a [NUM] is complete, and the [NUM]'s own number (already in the context) is not found twice
+_NUM_PLACEHOLDER = "\x00"
+
+
+def _stops(char: str) -> bool:
+    """Whether `char` ends every number before it for good: neither a digit nor a character that may continue one
+    (a number's span, once such a character follows it, no longer changes as text is appended)."""
+    return not char.isdigit() and char not in _MAY_CONTINUE
+
+
+class DigitNumbers:
+    """Per row, the digit-written numbers of the generated text, reported once each as they complete.
+
+    Args:
+        rows: B, the rows of the batch.
+        decode: ``decode(ids) -> str`` the base tokenizer's text of some generated ids (special tokens skipped).
+        number_row: ``number_row(span, surface) -> (place digits, sign, value) | None | False`` as
+            `NumberTokenizer._number_row` gives it (None / False: not a number the tokenizer would mark).
+        text_sign: ``sign_policy == "text"`` (the sign stays text, the number is its magnitude).
+        num_token_id: the [NUM] id (its tokens are the head's numbers, recorded by the loop already).
+    """
+
+    def __init__(
+        self,
+        rows: int,
+        decode: Callable[[list[int]], str],
+        number_row: Callable,
+        text_sign: bool,
+        num_token_id: int,
+    ) -> None:
+        self.decode = decode
+        self.number_row = number_row
+        self.text_sign = text_sign
+        self.num_token_id = num_token_id
+        self.ids: list[list[int]] = [[] for _ in range(rows)]
+        self.done: list[int] = [0] * rows  # per row: the text offset up to which numbers were reported
+
+    def _text(self, ids: list[int]) -> str:
+        """The generated text with each [NUM] as one placeholder character."""
+        parts, run = [], []
+        for token in ids:
+            if token == self.num_token_id:
+                parts.append(self.decode(run) if run else "")
+                parts.append(_NUM_PLACEHOLDER)
+                run = []
+            else:
+                run.append(token)
+        parts.append(self.decode(run) if run else "")
+        return "".join(parts)
+
+    def observe(self, tokens: Sequence[int], rows: Sequence[int], final: bool = False) -> dict[int, list[tuple]]:
+        """Appends this step's chosen token of each of `rows`; returns the numbers that completed, per row.
+
+        Args:
+            tokens: the chosen token of every row (``[B]`` as a list).
+            rows: the rows still generating.
+            final: the text ends here (the last step): a number at its very end is complete too.
+
+        Returns:
+            row -> ``[(place digits, sign), ...]`` in text order, for the rows where some number completed.
+        """
+        found: dict[int, list[tuple]] = {}
+        for row in rows:
+            self.ids[row].append(int(tokens[row]))
+            text = self._text(self.ids[row])
+            new = []
+            for span in find_numbers(text):
+                if span.start < self.done[row]:
+                    continue
+                if not final and not any(_stops(char) for char in text[span.end :]):
+                    break  # not known to be complete yet ("5,00" may become "5,000"): later numbers neither
+                self.done[row] = span.end
+                start = span.start + (len(span.sign_text) if self.text_sign and span.sign_text else 0)
+                number = self.number_row(span, text[start : span.end])
+                if number:
+                    digits, sign, _ = number
+                    new.append((tuple(digits), int(sign)))
+            if new:
+                found[row] = new
+        return found
