@@ -88,6 +88,13 @@ ARMS: dict[str, Arm] = {
         hypothesis="the context head + NTL 0.3, expected over the combinations (as measured at 160ebf2; the head gets "
         "no NTL since)",
     ),
+    "fone_answers": Arm(
+        "fone",
+        1e-3,
+        {"number_lr_ratio": 10.0, "fone_head_input": "context", "fone_numbers": "answers"},
+        hypothesis="the head as a tool: every number stays digit tokens, [NUM] only for answers the context head can "
+        "form (fone_numbers='answers')",
+    ),
     "xval": Arm(
         "xval",
         1e-3,

@@ -81,6 +81,12 @@ def copy_decimal(rng: random.Random) -> Problem:
     return f"Repeat the number {written}:", f" {written}"
 
 
+def sums(rng: random.Random) -> Problem:
+    """The quick start's task: ``a + b =`` with 3-4 digit operands."""
+    a, b = _digits(rng, 3, 4), _digits(rng, 3, 4)
+    return f"{a} + {b} =", f" {a + b}"
+
+
 def max_min(rng: random.Random) -> Problem:
     values = [_digits(rng, 1, 6) for _ in range(rng.randint(3, 6))]
     which = rng.choice(["max", "min"])
@@ -215,6 +221,7 @@ FAMILIES: dict[str, Family] = {
     for f in [
         Family("copy", "repeat a 7-12 digit integer", copy_integer, 12, max_new_tokens=16),
         Family("copy_decimal", "repeat a decimal with 1-6 integer and 1-4 fraction digits", copy_decimal, 6, 4),
+        Family("sums", "a + b with 3-4 digit operands (the quick start's task)", sums, 5),
         Family("maxmin", "max(...) or min(...) of 3-6 numbers of 1-6 digits", max_min, 6),
         Family(
             "ledger",

@@ -59,6 +59,8 @@ def _answer(name: str, prompt: str) -> Decimal:
     d = [Decimal(x) for x in re.findall(r"\d+(?:\.\d+)?", prompt)]
     if name in ("copy", "copy_decimal"):
         return Decimal(re.fullmatch(r"Repeat the number ([\d.]+):", prompt).group(1))
+    if name == "sums":
+        return d[0] + d[1]
     if name == "maxmin":
         return (max if prompt.startswith("max(") else min)(d)
     if name == "ledger":
@@ -126,8 +128,8 @@ def test_every_number_fits_the_declared_places_and_xval_clip(name):
 
 
 def test_unknown_family_and_too_many_rows_are_clear_errors(monkeypatch):
-    with pytest.raises(ValueError, match="unknown family 'sums'.*copy"):
-        family_rows("sums", 1, 1, seed=0)
+    with pytest.raises(ValueError, match="unknown family 'totals'.*copy"):
+        family_rows("totals", 1, 1, seed=0)
     three = Family("three", "3 prompts", lambda rng: (f"{rng.randint(1, 3)} =", " 1"), 1)
     monkeypatch.setitem(FAMILIES, "three", three)
     assert len(family_rows("three", 2, 1, seed=0)[1]) == 1

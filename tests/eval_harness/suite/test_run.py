@@ -19,7 +19,7 @@ def test_arguments_name_families_and_arms_and_a_budget(capsys):
     args = run.parse_args(["run", "--steps", "40", "--no-retention"])
     assert args.families == list(FAMILIES) and args.arms == list(run.DEFAULT_ARMS)
     assert args.steps == 40 and args.seconds is None and not args.retention
-    for bad, message in ((["--families", "copy,sums"], "unknown family 'sums'"), (["--arms", "bert"], "unknown arm"),
+    for bad, message in ((["--families", "copy,tot"], "unknown family 'tot'"), (["--arms", "bert"], "unknown arm"),
                          (["--seconds", "0"], "--seconds must be positive, got 0.0")):  # fmt: skip
         with pytest.raises(SystemExit):
             run.parse_args(["run", *bad])
