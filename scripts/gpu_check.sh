@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# GPU checks on a CUDA machine, through the paths a user runs: the Llama FoNE + LoRA recipe in bf16 (train, eval,
+# export) on a toy Llama built here, once with the default numbers and once with fone_numbers=answers, the quick
+# start's toy run, and the speed benchmarks on cuda. Nothing is downloaded.
+#
+# Run from the repository root: bash scripts/gpu_check.sh OUT_DIR
+# Python packages the machine lacks can come as wheels in .whl/ (installed into /tmp/site first).
+set -uo pipefail
+out=${1:-/tmp/gpu_check}
+mkdir -p "$out"
+if compgen -G ".whl/*.whl" >/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+        || exit 1
+    export PYTHONPATH="/tmp/site:$PWD"
+else
+    export PYTHONPATH="$PWD"
+fi
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+python3 -c "import torch, transformers, peft, trl; print('torch', torch.__version__, 'transformers', \
+transformers.__version__, 'peft', peft.__version__, 'trl', trl.__version__, torch.cuda.get_device_name(0))" || exit 1
+
+# a toy Llama (width 64, 2 layers), pretrained here for a few seconds
+python3 - "$out/base" <<'EOF' || exit 1
+import sys
+from numadapter.testing.tiny_base import FULL, build_tiny_base
+build_tiny_base(sys.argv[1], FULL, 0, print)
+EOF
+
+status=0
+for numbers in all answers; do
+    run="$out/run-$numbers"
+    args=(model.name_or_path="$out/base" model.dtype=bfloat16 adapter.fone_numbers=$numbers
+          adapter.int_digits=6 adapter.frac_digits=0 data.synthetic_examples=8000 data.synthetic_max_digits=4
+          training.output_dir="$run" training.max_steps=300 training.learning_rate=1e-3 training.bf16=true
+          training.save_steps=1000 training.logging_steps=50 export.out_dir="$run/merged" eval.max_examples=200)
+    echo "== recipe llama/fone_lora.yaml, fone_numbers=$numbers"
+    python3 -m numadapter.app.cli train --config recipes/llama/fone_lora.yaml "${args[@]}" 2>&1 | tail -n 25 \
+        || status=1
+    python3 -m numadapter.app.cli eval --config recipes/llama/fone_lora.yaml "${args[@]}" 2>&1 | tail -n 8 \
+        || status=1
+    python3 -m numadapter.app.cli eval --config recipes/llama/fone_lora.yaml --exported "$run/merged" "${args[@]}" \
+        2>&1 | tail -n 8 || status=1
+done
+
+echo "== quick start (toy base) on cuda"
+python3 -m numadapter.app.cli quickstart --tiny 2>&1 | tail -n 12 || status=1
+
+echo "== speed benchmarks on cuda"
+python3 -m eval_harness.bench --device cuda --only train_step,generate_speed,ntl_overhead --out "$out/bench" 2>&1 \
+    | tail -n 30 || status=1
+exit $status
