@@ -103,7 +103,10 @@ def head_coverage(dataset: Any, count: int, limit: int = 2000) -> Coverage:
     Args:
         dataset: prepared causal rows (`numadapter.data.prepare_dataset` with prompt/completion data: the sparse
             number columns and ``completion_mask``); rows without ``completion_mask`` train every token, so every
-            number counts as an answer (one with no number before it is formed only when it is 0).
+            number counts as an answer (one with no number before it is formed only when it is 0). With
+            ``fone_numbers="answers"`` the numbers left in digits (``number_kind`` 2) have rows too: they are
+            context like the [NUM]s, and in a completion they count as answers (none is a combination with a term,
+            or it would be a [NUM]).
         count: K, ``fone_context_numbers``.
         limit: examples to look at.
 
