@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers.strategies import TEXT  # random texts of words and numbers (signs, decimals, thousands separators)
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from numadapter.config import NumberAdapterConfig
-from numadapter.numbers import ExactNumber
+from numadapter.numbers import ExactNumber, find_numbers
 from numadapter.testing import toy
 from numadapter.tokenization import NumberTokenizer
 
@@ -243,3 +246,42 @@ def test_save_and_load_keep_fone_numbers_and_a_mismatched_config_is_refused(tmp_
     other = NumberAdapterConfig(encoding="fone", int_digits=4, frac_digits=2)
     assert tokenizer_mismatches(ntok, other) == {"fone_numbers": ("answers", "all"), "fone_context_numbers": (3, 4)}
     assert tokenizer_mismatches(make("llama3", tmp_path, fone_numbers="all"), other) == {}
+
+
+# -- random texts -----------------------------------------------------------------------------------------------------
+_LOSSLESS: dict[tuple[str, str], NumberTokenizer] = {}
+
+
+def _lossless(kind: str, sign_policy: str, root) -> NumberTokenizer:
+    if (kind, sign_policy) not in _LOSSLESS:
+        tok = toy.build_tokenizer(kind, root / f"{kind}-{sign_policy}")
+        config = NumberAdapterConfig(
+            encoding="fone", int_digits=6, frac_digits=2, sign_policy=sign_policy, fone_numbers="answers"
+        )
+        _LOSSLESS[kind, sign_policy] = NumberTokenizer(tok, config)
+    return _LOSSLESS[kind, sign_policy]
+
+
+@pytest.mark.parametrize("kind", ["digits", "llama3"])
+@pytest.mark.parametrize("sign_policy", ["text", "feature"])
+@settings(deadline=None, max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=TEXT, where=st.floats(0, 1))
+def test_random_texts_round_trip_and_rows_sit_on_their_numbers(tmp_path_factory, kind, sign_policy, text, where):
+    ntok = _lossless(kind, sign_policy, tmp_path_factory.getbasetemp())
+    start = int(where * len(text))
+    enc = ntok(text, answer_start=start)
+    assert ntok.decode(enc) == text
+    spans = [s for s in find_numbers(text) if ExactNumber.parse(s.text).fits(6, 2)]
+    found = rows(enc)
+    assert len(found) == len(spans)  # no two numbers of these texts share a token
+    answers = iter(enc["number_texts"])
+    for (t, mask, value), span in zip(found, spans):
+        exact = ExactNumber.parse(span.text)
+        if sign_policy == "text":
+            exact = ExactNumber(1, exact.int_digits, exact.frac_digits)
+        assert value == exact.to_float()
+        if mask == 1:
+            assert span.start >= start and enc["input_ids"][t] == ntok.num_token_id
+            assert next(answers) == span.text[len(span.sign_text) if sign_policy == "text" else 0 :]
+        else:
+            assert span.text.endswith(token_text(ntok, enc["input_ids"][t]))
