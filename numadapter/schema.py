@@ -18,8 +18,9 @@ forms:
 - **Sparse rows** (what `numadapter.data.prepare_dataset` stores: one entry per number, not per token):
   ``number_positions`` ``[N]`` (the marker positions, increasing), ``number_digits`` ``[N][P]``, ``number_sign``
   ``[N]``, ``number_values`` ``[N]`` and ``number_spans`` ``[G][2]`` (``[first, stop)`` of the tokens of each
-  number, the spans of ``number_group``; None when unknown). T5 targets use the ``labels_`` prefix. The collator
-  densifies them (`dense_rows`) and still accepts dense rows.
+  number, the spans of ``number_group``; None when unknown), and with ``fone_numbers="answers"`` ``number_kind``
+  ``[N]`` (the ``num_mask`` value of each row, 1 or 2; absent: every row is a marker). T5 targets use the ``labels_``
+  prefix. The collator densifies them (`dense_rows`) and still accepts dense rows.
 
 This module holds names, containers and row conversions only, and imports nothing of numadapter, so that every
 other module (the method interface included) can take its types from here. Whether a tokenizer agrees with an
@@ -41,6 +42,7 @@ __all__ = [
     "GROUP_FIELD",
     "IGNORE_INDEX",
     "INPUT_PREFIX",
+    "KIND_FIELD",
     "LABEL_PREFIX",
     "NUMBER_KWARGS",
     "NUMBER_TEXTS",
@@ -74,6 +76,8 @@ NUMBER_KWARGS = tuple(prefix + field for prefix in PREFIXES.values() for field i
 POSITIONS_FIELD = "number_positions"
 SPAN_FIELD = "number_spans"
 SPARSE_FIELDS = (POSITIONS_FIELD, "number_digits", "number_sign", "number_values")
+KIND_FIELD = "number_kind"  # the num_mask value of each sparse row (fone_numbers="answers" only)
+MASK_KINDS = (1, 2)  # a marker; the last token of a number left in digits (context only)
 
 
 # -- containers -------------------------------------------------------------------------------------------------------
@@ -136,15 +140,22 @@ class NumberTargets:
 
 
 # -- sparse <-> dense rows ------------------------------------------------------------------------------------------
-def sparse_rows(rows: Mapping[str, Sequence]) -> dict[str, Any]:
+def sparse_rows(rows: Mapping[str, Sequence], kinds: bool = False) -> dict[str, Any]:
     """One example's dense number columns (``num_*`` and ``number_group``, one entry per token) as sparse rows.
+
+    Args:
+        rows: the dense columns.
+        kinds: also return ``number_kind`` (``fone_numbers="answers"``, where ``num_mask`` is 1 or 2).
 
     Returns:
         ``number_positions`` ``[N]``, ``number_digits`` ``[N][P]``, ``number_sign`` ``[N]``, ``number_values``
-        ``[N]`` (N = markers) and ``number_spans`` ``[G][2]`` (None when ``number_group`` is ``[]``, unknown).
+        ``[N]`` (N = rows), ``number_spans`` ``[G][2]`` (None when ``number_group`` is ``[]``, unknown) and, with
+        `kinds`, ``number_kind`` ``[N]``.
     """
     positions = [t for t, flag in enumerate(rows["num_mask"]) if flag]
     out: dict[str, Any] = {POSITIONS_FIELD: positions}
+    if kinds:
+        out[KIND_FIELD] = [rows["num_mask"][t] for t in positions]
     for sparse, dense in zip(SPARSE_FIELDS[1:], SIDE_FIELDS[1:]):
         column = rows[dense]
         out[sparse] = [column[t] for t in positions]
@@ -179,12 +190,14 @@ def dense_rows(example: Mapping[str, Any], prefix: str, length: int, places: int
         where: names the example in errors.
 
     Returns:
-        ``num_mask`` ``[T]``, ``num_digits`` ``[T][P]``, ``num_sign`` ``[T]``, ``num_values`` ``[T]`` and
-        ``number_group`` ``[T]`` (``[]`` when the spans are unknown), as the dense rows of the same text.
+        ``num_mask`` ``[T]`` (``number_kind`` at each row when the example has it, else 1), ``num_digits``
+        ``[T][P]``, ``num_sign`` ``[T]``, ``num_values`` ``[T]`` and ``number_group`` ``[T]`` (``[]`` when the spans
+        are unknown), as the dense rows of the same text.
 
     Raises:
         ValueError: dense and sparse columns together, lists of different lengths, a position outside
-            ``[0, T)`` or out of order, digit rows that are not P wide, or a span outside the tokens.
+            ``[0, T)`` or out of order, digit rows that are not P wide, a kind other than 1 or 2, or a span outside
+            the tokens.
     """
     dense = [prefix + name for name in (*SIDE_FIELDS, GROUP_FIELD) if example.get(prefix + name) is not None]
     if dense:
@@ -193,6 +206,8 @@ def dense_rows(example: Mapping[str, Any], prefix: str, length: int, places: int
             "kind (prepare_dataset writes the sparse rows; older versions wrote the dense ones)."
         )
     columns = {name: _as_list(example.get(prefix + name)) for name in SPARSE_FIELDS}
+    if example.get(prefix + KIND_FIELD) is not None:
+        columns[KIND_FIELD] = _as_list(example[prefix + KIND_FIELD])
     positions = columns[POSITIONS_FIELD]
     sizes = {prefix + name: len(column) for name, column in columns.items()}
     if len(set(sizes.values())) > 1:
@@ -208,6 +223,13 @@ def dense_rows(example: Mapping[str, Any], prefix: str, length: int, places: int
             f"{where}: `{prefix}number_digits` rows have {len(bad)} places, but the collator was built for "
             f"num_places={places} (int_digits + frac_digits): build it with the config the data was tokenized with."
         )
+    kinds = columns.get(KIND_FIELD) or [1] * len(positions)
+    odd = next((kind for kind in kinds if kind not in MASK_KINDS), None)
+    if odd is not None:
+        raise ValueError(
+            f"{where}: `{prefix}{KIND_FIELD}` holds {odd}, but each row is 1 (a marker) or 2 (a number left in "
+            "digits): prepare the data with numadapter.data.prepare_dataset."
+        )
     out = {
         "num_mask": [0] * length,
         "num_digits": [[0] * places for _ in range(length)],
@@ -216,7 +238,7 @@ def dense_rows(example: Mapping[str, Any], prefix: str, length: int, places: int
     }
     digits, signs, values = columns["number_digits"], columns["number_sign"], columns["number_values"]
     for i, t in enumerate(positions):
-        out["num_mask"][t] = 1
+        out["num_mask"][t] = int(kinds[i])
         out["num_digits"][t] = list(digits[i])
         out["num_sign"][t] = signs[i]
         out["num_values"][t] = values[i]
@@ -246,14 +268,17 @@ def _as_list(value: Any) -> list:
     return value.tolist() if hasattr(value, "tolist") else list(value)
 
 
-def sparse_features(places: int, prefix: str = "") -> dict[str, Any]:
+def sparse_features(places: int, prefix: str = "", kinds: bool = False) -> dict[str, Any]:
     """The `datasets` feature types of one side's sparse rows (fixed, so a batch without numbers cannot set them).
 
-    Digits and signs are stored as int8 (0..9, +1 / -1), positions and spans as int32, values as float64.
+    Digits, signs and kinds are stored as int8 (0..9, +1 / -1, 1 / 2), positions and spans as int32, values as
+    float64. ``number_kind`` only with `kinds` (``fone_numbers="answers"``).
     """
     import datasets
 
+    kind = {prefix + KIND_FIELD: datasets.List(datasets.Value("int8"))} if kinds else {}
     return {
+        **kind,
         prefix + POSITIONS_FIELD: datasets.List(datasets.Value("int32")),
         prefix + "number_digits": datasets.List(datasets.List(datasets.Value("int8"), length=places)),
         prefix + "number_sign": datasets.List(datasets.Value("int8")),

@@ -43,16 +43,17 @@ def answer_number_position(
     """The position of the answer's [NUM] when the scored labels are one number, else None.
 
     Qualifies: the scored labels (``!= -100``) are zero or more non-number tokens, then exactly one number token
-    (``num_mask`` 1), then only EOS tokens (or nothing), and the number is at position ``>= first``.
+    (``num_mask`` 1), then only EOS tokens (or nothing), and the number is at position ``>= first``. A number left in
+    digit tokens (``num_mask`` 2, ``fone_numbers="answers"``) is ordinary tokens here, not a [NUM].
 
     Args:
         labels: the example's labels aligned with its tokens (``-100`` where not trained).
-        num_mask: 1 at [NUM] tokens.
+        num_mask: 1 at [NUM] tokens (2 at the last token of a number left in digits).
         eos_ids: the ids that end a sequence.
         first: the smallest position the number may have (causal LMs: 1, a position must be fed before it).
     """
     scored = [t for t, label in enumerate(labels) if label != IGNORE_INDEX]
-    numbers = [t for t in scored if num_mask[t]]
+    numbers = [t for t in scored if num_mask[t] == 1]
     if len(numbers) != 1 or numbers[0] < first:
         return None
     position = numbers[0]
@@ -71,7 +72,8 @@ def shift_example(rows: dict[str, list], eos_ids: Sequence[int]) -> dict[str, li
 
     Returns:
         The same keys plus ``shift_labels`` (``shift_labels[t] = labels[t + 1]``, -100 at the end) and
-        ``labels_num_*`` (the number of ``labels[t + 1]`` where that label is a [NUM], zeros elsewhere). When
+        ``labels_num_*`` (the number of ``labels[t + 1]`` where that label is a [NUM], zeros elsewhere: a number left
+        in digit tokens is trained as its tokens). When
         `answer_number_position` finds a one-number answer at p, every column is cut to its first p entries: the
         answer's [NUM] and what follows are not fed, and position ``p - 1`` is trained on the answer.
     """
@@ -84,7 +86,7 @@ def shift_example(rows: dict[str, list], eos_ids: Sequence[int]) -> dict[str, li
         column = rows[key]
         empty = [0] * len(column[0]) if key == "num_digits" and column else (0.0 if key == "num_values" else 0)
         out[LABEL_PREFIX + key] = [
-            column[t + 1] if t + 1 < length and shifted[t] != IGNORE_INDEX and mask[t + 1] else _copy(empty)
+            column[t + 1] if t + 1 < length and shifted[t] != IGNORE_INDEX and mask[t + 1] == 1 else _copy(empty)
             for t in range(length)
         ]
     position = answer_number_position(labels, mask, eos_ids)

@@ -9,7 +9,8 @@ Examples are dicts of lists (the names and forms are `numadapter.schema`'s):
 
 - ``input_ids`` (required) and the example's numbers, in either form: sparse rows, one entry per number, as
   `numadapter.data.prepare_dataset` stores them (``number_positions`` ``[N]``, ``number_digits`` ``[N][P]``,
-  ``number_sign``, ``number_values``, ``number_spans``), densified here first (`numadapter.schema.dense_rows`); or
+  ``number_sign``, ``number_values``, ``number_spans``, and with ``fone_numbers="answers"`` ``number_kind``: 1 for a
+  [NUM], 2 for a number left in digits), densified here first (`numadapter.schema.dense_rows`); or
   dense per-token rows, as `NumberTokenizer` without ``return_tensors`` gives them and numadapter 0.1.0 prepared
   them (``num_mask``, ``num_digits`` ``[T][P]``, ``num_sign``, ``num_values``). Both give the same batch. The
   number columns default to zeros when absent (a text without numbers);
@@ -47,6 +48,7 @@ from numadapter.methods.registry import get_method
 from numadapter.schema import (  # noqa: F401  (IGNORE_INDEX, SIDE_FIELDS, LABEL_PREFIX: re-exported, public before)
     GROUP_FIELD,
     IGNORE_INDEX,
+    KIND_FIELD,
     LABEL_PREFIX,
     SIDE_FIELDS,
     SPAN_FIELD,
@@ -59,7 +61,7 @@ from numadapter.schema import (  # noqa: F401  (IGNORE_INDEX, SIDE_FIELDS, LABEL
 TRUNCATION_MODES = ("keep_start", "keep_end")
 PADDING_SIDES = ("left", "right")
 # Columns the collator reads (both forms of the numbers); trainers keep them when they remove unused columns.
-NUMBER_COLUMNS = (*SIDE_FIELDS, GROUP_FIELD, *SPARSE_FIELDS, SPAN_FIELD)
+NUMBER_COLUMNS = (*SIDE_FIELDS, GROUP_FIELD, *SPARSE_FIELDS, SPAN_FIELD, KIND_FIELD)
 CAUSAL_COLUMNS = ("input_ids", "attention_mask", "labels", "completion_mask", *NUMBER_COLUMNS)
 SEQ2SEQ_COLUMNS = CAUSAL_COLUMNS + tuple(LABEL_PREFIX + name for name in NUMBER_COLUMNS)
 

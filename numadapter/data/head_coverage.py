@@ -8,6 +8,9 @@ any training, whether the head can help: on sums of numbers in the text it wins 
 on SmolLM2-135M); on a x1000 unit conversion, which no combination forms, it lost (3.5% against 62%).
 
 - `combination_of`: the coefficients that form a target from context values, or None.
+- `fixed_point`, `formable`, `answers_mode`: what ``fone_numbers="answers"`` uses (`NumberTokenizer` writes an
+  answer as [NUM] only when `formable`): a number's fixed-point integer, whether a combination with at least one
+  term forms a target, and whether a config writes only such answers as [NUM].
 - `head_coverage`: over a prepared data set (`numadapter.data.prepare_dataset` rows), how many completion numbers
   a combination of the K numbers before them forms, with a few that none does.
 - `warn_uncovered`: the warning `NumberSFTTrainer` gives when the head cannot form a large share of the answers.
@@ -23,23 +26,24 @@ from typing import Any
 
 from numadapter.schema import POSITIONS_FIELD
 
-__all__ = ["Coverage", "combination_of", "head_coverage", "warn_uncovered"]
+__all__ = ["Coverage", "answers_mode", "combination_of", "fixed_point", "formable", "head_coverage", "warn_uncovered"]
 
 # the share of answers the head may fail to form before the trainer warns
 UNCOVERED_WARNING_SHARE = 0.1
 
 
-def combination_of(context: Sequence[int], target: int) -> tuple[int, ...] | None:
+def combination_of(context: Sequence[int], target: int, min_terms: int = 0) -> tuple[int, ...] | None:
     """Coefficients ``c`` in ``{-1, 0, +1}`` with ``sum(c_k * context[k]) == target``, the fewest terms first.
 
     Args:
         context: the values before the answer, most recent first (integers: fixed-point values, all scaled alike).
         target: the answer's value on the same scale.
+        min_terms: the fewest nonzero coefficients allowed (1: the empty sum does not form 0).
 
     Returns:
         One coefficient per context value (most recent first), or None when no combination forms the target.
     """
-    for terms in range(len(context) + 1):
+    for terms in range(min_terms, len(context) + 1):
         for chosen in itertools.combinations(range(len(context)), terms):
             for signs in itertools.product((1, -1), repeat=terms):
                 if sum(s * context[k] for s, k in zip(signs, chosen)) == target:
@@ -70,12 +74,27 @@ class Coverage:
         return self.formed / self.answers if self.answers else 1.0
 
 
-def _value(digits: Sequence[int], sign: int) -> int:
-    """The fixed-point integer of place digits (most significant first) and a sign."""
+def fixed_point(digits: Sequence[int], sign: int) -> int:
+    """The fixed-point integer of place digits (most significant first) and a sign: ``value * 10^frac_digits``."""
     value = 0
     for digit in digits:
         value = 10 * value + int(digit)
     return value * (-1 if sign < 0 else 1)
+
+
+def formable(context: Sequence[int], target: int) -> bool:
+    """Whether a signed combination of the `context` values with at least one term gives `target` (same scale).
+
+    The context head forms exactly those; with every coefficient 0 it would write the number through its linear
+    read-out alone, which is not exact (so a 0 with no 0 or pair of equal numbers before it is not formable).
+    """
+    return combination_of(context, target, min_terms=1) is not None
+
+
+def answers_mode(config: Any) -> bool:
+    """Whether `config` (a `NumberAdapterConfig`) writes only formable answers as [NUM] (``encoding="fone"``,
+    ``fone_numbers="answers"``) and leaves every other number in the base tokenizer's digit tokens."""
+    return config.encoding == "fone" and getattr(config, "fone_numbers", "all") == "answers"
 
 
 def head_coverage(dataset: Any, count: int, limit: int = 2000) -> Coverage:
@@ -84,7 +103,10 @@ def head_coverage(dataset: Any, count: int, limit: int = 2000) -> Coverage:
     Args:
         dataset: prepared causal rows (`numadapter.data.prepare_dataset` with prompt/completion data: the sparse
             number columns and ``completion_mask``); rows without ``completion_mask`` train every token, so every
-            number counts as an answer (one with no number before it is formed only when it is 0).
+            number counts as an answer (one with no number before it is formed only when it is 0). With
+            ``fone_numbers="answers"`` the numbers left in digits (``number_kind`` 2) have rows too: they are
+            context like the [NUM]s, and in a completion they count as answers (none is a combination with a term,
+            or it would be a [NUM]).
         count: K, ``fone_context_numbers``.
         limit: examples to look at.
 
@@ -97,7 +119,7 @@ def head_coverage(dataset: Any, count: int, limit: int = 2000) -> Coverage:
             break
         positions, digits, signs = row[POSITIONS_FIELD], row["number_digits"], row["number_sign"]
         trained = row.get("completion_mask")
-        values = [_value(d, s) for d, s in zip(digits, signs)]
+        values = [fixed_point(d, s) for d, s in zip(digits, signs)]
         for n, position in enumerate(positions):
             if trained is not None and not trained[position]:
                 continue  # a prompt number

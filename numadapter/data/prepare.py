@@ -17,9 +17,16 @@
   ``messages`` whose last message, the assistant's, is the target and the rest the source, via the chat template);
   the target's numbers carry no [AGG], as above.
 
+FoNE with ``fone_numbers="answers"`` (causal LMs only; ``seq2seq=True`` raises): the numbers of a completion are its
+answers (the tokenizer's ``answer_start`` is the prompt's length in the joined text; a chat prompt's rendered
+length), and every number of language-modeling data may be one (``answer_start=0``); an answer the context head can
+form is written as [NUM], every other number stays the base tokenizer's tokens with a context-only row
+(``number_kind`` 2) at its last token, and its number span covers all its tokens, so truncation drops it whole.
+
 Output columns: ``input_ids``, the numbers as sparse rows, one entry per number (`numadapter.schema`:
 ``number_positions`` ``[N]``, ``number_digits`` ``[N][P]`` int8, ``number_sign`` ``[N]`` int8, ``number_values``
-``[N]``, ``number_spans`` ``[G][2]``), ``completion_mask`` for prompt-completion data, and for seq2seq ``labels``
+``[N]``, ``number_spans`` ``[G][2]``; ``number_kind`` ``[N]`` int8 with ``fone_numbers="answers"``),
+``completion_mask`` for prompt-completion data, and for seq2seq ``labels``
 with ``labels_number_*`` / ``labels_number_spans``. Only the collator densifies them (`NumberDataCollator`). Like
 TRL, an EOS token is appended to non-conversational causal texts that do not end with one. Truncation
 (``max_length``) uses `numadapter.data.collator.safe_slice`: a number the cut would split is dropped whole.
@@ -28,16 +35,19 @@ Examples left without a trained token are dropped, as TRL does, with a warning t
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from numadapter.data.checks import first_example, require_examples, warn_cut_examples
 from numadapter.data.collator import safe_slice
+from numadapter.data.head_coverage import answers_mode
 from numadapter.methods.registry import get_method
 from numadapter.numbers import find_numbers
 from numadapter.schema import (
     GROUP_FIELD,
+    KIND_FIELD,
     LABEL_PREFIX,
     POSITIONS_FIELD,
     SIDE_FIELDS,
@@ -181,15 +191,38 @@ def _append_eos(rows: dict[str, list], eos_id: int | None, places: int) -> None:
         rows[GROUP_FIELD].append(0)
 
 
-def _encode(tokenizer: Any, texts: list[str], add_special_tokens: bool) -> list[dict[str, list]]:
-    """Dense rows (ids, ``num_*`` and ``number_group``, one entry per token) of each text."""
-    enc = tokenizer(texts, add_special_tokens=add_special_tokens)
+def _encode(
+    tokenizer: Any, texts: list[str], add_special_tokens: bool, answer_start: list[int | None] | None = None
+) -> list[dict[str, list]]:
+    """Dense rows (ids, ``num_*`` and ``number_group``, one entry per token) of each text.
+
+    `answer_start`: per text, the character offset where its answers begin (None: no answer), for
+    ``fone_numbers="answers"``, whose number groups come from the tokenizer itself (numbers left in digits span
+    several tokens); other modes ignore it and use `number_groups`.
+    """
+    if not answers_mode(tokenizer.config):
+        enc = tokenizer(texts, add_special_tokens=add_special_tokens)
+        groups = [number_groups(tokenizer, text, enc["input_ids"][b], enc["number_texts"][b]) for b, text in
+                  enumerate(texts)]  # fmt: skip
+    else:
+        enc = tokenizer(texts, add_special_tokens=add_special_tokens, answer_start=answer_start,
+                        return_number_groups=True)  # fmt: skip
+        groups = enc[GROUP_FIELD]
     out = []
-    for b, text in enumerate(texts):
+    for b in range(len(texts)):
         rows = _rows(enc, b)
-        rows[GROUP_FIELD] = number_groups(tokenizer, text, rows["input_ids"], enc["number_texts"][b])
+        rows[GROUP_FIELD] = list(groups[b])
         out.append(rows)
     return out
+
+
+def _answer_starts(prompts: list[str] | None, fulls: list[str]) -> list[int]:
+    """Where the answers of each full text begin: 0 without prompts (language modeling trains every number), else
+    the length of the prompt's text (the part the full text shares with it, for a chat template that renders the
+    prompt a little differently inside the whole conversation)."""
+    if prompts is None:
+        return [0] * len(fulls)
+    return [len(os.path.commonprefix([prompt, full])) for prompt, full in zip(prompts, fulls)]
 
 
 def _chat(tokenizer: Any, messages: list, generation_prompt: bool = False) -> str:
@@ -240,9 +273,10 @@ def _causal_batch(
         prompts = [_chat(tokenizer, batch["prompt"][i], generation_prompt=True) for i in range(n)]
         fulls = [_chat(tokenizer, batch["prompt"][i] + batch["completion"][i]) for i in range(n)]
         special = False
-    full_rows = _encode(tokenizer, fulls, special)
-    prompt_rows = _encode(tokenizer, prompts, special) if prompts is not None else None
-    out: dict[str, list] = {key: [] for key in TOKEN_COLUMNS}
+    full_rows = _encode(tokenizer, fulls, special, _answer_starts(prompts, fulls))
+    prompt_rows = _encode(tokenizer, prompts, special) if prompts is not None else None  # a prompt has no answer
+    kinds = answers_mode(tokenizer.config)
+    out: dict[str, list] = {key: [] for key in (*TOKEN_COLUMNS, *((KIND_FIELD,) if kinds else ()))}
     if prompt_rows is not None:
         out["completion_mask"] = []
     eos = tokenizer.eos_token_id if add_eos and fmt in ("text", "prompt_completion") else None
@@ -255,9 +289,10 @@ def _causal_batch(
         else:
             drop_markers(rows, start, marker)
         _append_eos(rows, eos, places)
-        stored = {"input_ids": rows["input_ids"], **sparse_rows(rows)}
-        for key in TOKEN_COLUMNS:
-            out[key].append(stored[key])
+        stored = {"input_ids": rows["input_ids"], **sparse_rows(rows, kinds)}
+        for key in out:
+            if key != "completion_mask":
+                out[key].append(stored[key])
         if prompt_rows is not None:
             out["completion_mask"].append([0] * start + [1] * (len(rows["input_ids"]) - start))
     return out
@@ -303,8 +338,9 @@ def _cut_side(example: dict[str, Any], ids_key: str, prefix: str, limit: int, mo
     positions = example[prefix + POSITIONS_FIELD]
     kept = [i for i, t in enumerate(positions) if start <= t < stop]
     out = {ids_key: ids[cut], prefix + POSITIONS_FIELD: [positions[i] - start for i in kept]}
-    for name in SPARSE_FIELDS[1:]:
-        out[prefix + name] = [example[prefix + name][i] for i in kept]
+    for name in (*SPARSE_FIELDS[1:], KIND_FIELD):
+        if example.get(prefix + name) is not None:  # number_kind: fone_numbers="answers" only
+            out[prefix + name] = [example[prefix + name][i] for i in kept]
     spans = example.get(prefix + SPAN_FIELD)
     if spans is not None:  # safe_slice never cuts inside a span
         out[prefix + SPAN_FIELD] = [[a - start, b - start] for a, b in spans if start <= a and b <= stop]
@@ -322,12 +358,13 @@ def _truncate(example: dict[str, Any], max_length: int | None, mode: str, max_ta
     return out
 
 
-def prepared_features(places: int, seq2seq: bool, completion_mask: bool) -> Any:
-    """The `datasets.Features` of `prepare_dataset`'s output (fixed: inferred ones would depend on the first batch)."""
+def prepared_features(places: int, seq2seq: bool, completion_mask: bool, kinds: bool = False) -> Any:
+    """The `datasets.Features` of `prepare_dataset`'s output (fixed: inferred ones would depend on the first batch);
+    `kinds`: the causal rows carry ``number_kind`` (``fone_numbers="answers"``)."""
     import datasets
 
     # ids as `datasets` types them by itself (input_ids int32, labels int64); the 0 / 1 completion mask as int8
-    features = {"input_ids": datasets.List(datasets.Value("int32")), **sparse_features(places)}
+    features = {"input_ids": datasets.List(datasets.Value("int32")), **sparse_features(places, kinds=kinds)}
     if seq2seq:
         features.update({"labels": datasets.List(datasets.Value("int64")), **sparse_features(places, LABEL_PREFIX)})
     elif completion_mask:
@@ -370,7 +407,17 @@ def prepare_dataset(
 
     Returns:
         The tokenized dataset (original columns removed).
+
+    Raises:
+        ValueError: `seq2seq` with ``fone_numbers="answers"`` (causal LMs only for now).
     """
+    config = tokenizer.config
+    if seq2seq and answers_mode(config):
+        raise ValueError(
+            "prepare_dataset(seq2seq=True) got a tokenizer with fone_numbers='answers', which is for causal LMs for "
+            "now (its answers are found in one text from the prompt's length): use fone_numbers='all' for a "
+            "sequence-to-sequence model (T5)."
+        )
     first = first_example(dataset)
     fmt = detect_format(first, dataset_text_field) if formatting_func is None or "input_ids" in first else "text"
     if fmt == "tokenized":
@@ -382,7 +429,7 @@ def prepare_dataset(
     kwargs = {"batched": True, "batch_size": batch_size, "remove_columns": columns}
     if num_proc is not None and hasattr(dataset, "num_rows"):
         kwargs["num_proc"] = num_proc
-    features = prepared_features(tokenizer.config.num_places, seq2seq, fmt.startswith("prompt_completion"))
+    features = prepared_features(config.num_places, seq2seq, fmt.startswith("prompt_completion"), answers_mode(config))
     kwargs["features"] = features
     if seq2seq:
         dataset = dataset.map(_seq2seq_batch, fn_kwargs={"tokenizer": tokenizer, "fmt": fmt}, **kwargs)
@@ -394,7 +441,6 @@ def prepare_dataset(
                      "every_token": every_token}  # fmt: skip
         dataset = dataset.map(_causal_batch, fn_kwargs=fn_kwargs, **kwargs)
     if max_length is not None or max_target_length is not None:
-        config = tokenizer.config
         digit_ids = None if get_method(config).replaces_numbers(config) else tokenizer.digit_token_ids
         fn_kwargs = {"max_length": max_length, "mode": truncation_mode, "max_target": max_target_length}
         dataset = dataset.map(_truncate, fn_kwargs={**fn_kwargs, "digit_ids": digit_ids}, features=features)

@@ -14,24 +14,107 @@ None when numbers stay ordinary tokens), ``marker_token_id`` and ``_cache`` (a d
 - `_kept_numbers`, `_side_tensors`, `_side_lists`: after the backend tokenized the batch, the numbers whose markers
   survived truncation are written at the marker positions: ``num_mask`` ``[B, T]``, ``num_digits`` ``[B, T, P]``,
   ``num_sign`` ``[B, T]``, ``num_values`` ``[B, T]``.
+
+``fone_numbers="answers"`` (``encoding="fone"``; `numadapter.data.head_coverage.answers_mode`): `_substitute_answers`
+writes as [NUM] only the numbers at or after the text's ``answer_start`` that the context head can form from the last
+``fone_context_numbers`` numbers before them, and leaves every other number in the base tokenizer's own tokens.
+`_placed_rows` finds each number's token with the backend's offsets (``char_to_token``, which counts padding and
+special tokens): ``num_mask`` is 1 (`MARKER_KIND`) at a marker and 2 (`CONTEXT_KIND`) at the token holding the last
+character of a number left in digits (context only, with its exact digits, sign and value); a number whose token the
+truncation cut has no row. Two numbers whose last characters share one token keep the later one's row.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from itertools import repeat
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 
+from numadapter.data.head_coverage import fixed_point, formable
 from numadapter.numbers import ExactNumber, NumberOutOfRangeError, NumberSpan, find_numbers
 from numadapter.schema import SIDE_FIELDS as SIDE_KEYS
 from numadapter.schema import EncodedNumber
 
 ASCII_DIGITS = "0123456789"
 _CACHE_LIMIT = 200_000
+MARKER_KIND = 1  # num_mask at a [NUM] / [AGG] marker
+CONTEXT_KIND = 2  # num_mask at the last token of a number left in digits (fone_numbers="answers": context only)
+
+
+class PlacedNumber(NamedTuple):
+    """A number that gets a side row with ``fone_numbers="answers"``, placed in the text the backend encodes.
+
+    Attributes:
+        number: its `EncodedNumber` (surface text, place digits, sign, value).
+        kind: `MARKER_KIND` (written as [NUM]) or `CONTEXT_KIND` (left in the base tokenizer's digit tokens).
+        first: character offset of its first character (a sign kept as text included; the marker's otherwise).
+        last: character offset of its last character (the marker's first character for a marker); the row goes on
+            the token that holds it.
+    """
+
+    number: EncodedNumber
+    kind: int
+    first: int
+    last: int
+
+
+class NumberRow(NamedTuple):
+    """A side row of one encoded text: the token ``position`` that carries it, its ``kind`` (the ``num_mask``
+    value), the `EncodedNumber` and ``first``, the first token of the number (for ``number_group``)."""
+
+    position: int
+    kind: int
+    number: EncodedNumber
+    first: int
+
+
+def check_answer_start(answer_start: Any, texts: Sequence[str]) -> list[int | None]:
+    """One answer offset per text (None: the text has no answer) from `NumberTokenizer`'s ``answer_start``.
+
+    Args:
+        answer_start: None, an int (for every text) or a sequence of int / None with one entry per text.
+        texts: the batch.
+
+    Raises:
+        TypeError: another type, or an entry that is not an int or None.
+        ValueError: a sequence whose length is not the batch size, or an offset outside ``[0, len(text)]``.
+    """
+    if answer_start is None or _is_int(answer_start):
+        starts = [answer_start] * len(texts)
+    elif isinstance(answer_start, Sequence) and not isinstance(answer_start, (str, bytes)):
+        starts = list(answer_start)
+        if len(starts) != len(texts):
+            raise ValueError(
+                f"`answer_start` has {len(starts)} entries for a batch of {len(texts)} texts: give one offset (or "
+                "None) per text, or one int for every text."
+            )
+    else:
+        raise TypeError(
+            f"`answer_start` must be None, an int or a list of int / None (one per text), got "
+            f"{type(answer_start).__name__} ({answer_start!r:.80})."
+        )
+    for index, (start, text) in enumerate(zip(starts, texts)):
+        if start is None:
+            continue
+        if not _is_int(start):
+            raise TypeError(
+                f"`answer_start` for text {index} must be an int (a character offset) or None, got "
+                f"{type(start).__name__} ({start!r:.80})."
+            )
+        if not 0 <= start <= len(text):
+            raise ValueError(
+                f"`answer_start` for text {index} is {start}, outside [0, {len(text)}] (the text's length): give the "
+                "character offset where its answer begins (len(prompt) for prompt + completion), or None for none."
+            )
+    return [None if start is None else int(start) for start in starts]
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
 def _is_ascii_number(span: NumberSpan) -> bool:
@@ -133,12 +216,8 @@ class NumberEncoding:
             stacklevel=3,
         )
 
-    def _substitute(
-        self, index: int, text: str, left: list[NumberSpan] | None = None
-    ) -> tuple[str, list[EncodedNumber]]:
-        """Puts the marker into `text` for each in-range number; returns the new text and the numbers in order.
-
-        With `left` given, the numbers left as text because they are out of range are appended to it."""
+    def _check_text(self, index: int, text: Any) -> None:
+        """Refuses a text that is not a str or that holds a marker string literally."""
         if not isinstance(text, str):
             raise TypeError(f"NumberTokenizer: text {index} must be a str, got {type(text).__name__} ({text!r:.80}).")
         for name in ("num_token", "agg_token"):
@@ -152,15 +231,17 @@ class NumberEncoding:
                     f"{reserved.replace('[', '(').replace(']', ')')!r}), or choose another `{name}` in "
                     "NumberAdapterConfig."
                 )
-        marker = self._marker
-        if marker is None:
-            return text, []
+
+    def _rows_of(
+        self, index: int, text: str, left: list[NumberSpan] | None
+    ) -> Iterator[tuple[NumberSpan, int, str, tuple[tuple[int, ...], int, float]]]:
+        """``(span, start, surface, row)`` of each number of `text` that gets a side row, in text order.
+
+        ``start`` is where the number's surface begins (after a sign that stays text with ``sign_policy="text"``),
+        ``row`` is `_number_row`'s. Out-of-range numbers raise (``out_of_range="error"``) or are appended to `left`.
+        """
         text_sign = self.config.sign_policy == "text"
-        replace = self._method.replaces_numbers(self.config)
         raise_out = self.config.out_of_range == "error"
-        parts: list[str] = []
-        numbers: list[EncodedNumber] = []
-        pos = 0
         cache_get = self._cache.get
         for span in find_numbers(text):
             start, end = span.start, span.end
@@ -178,14 +259,69 @@ class NumberEncoding:
                     continue
             if row is False:
                 continue
+            yield span, start, surface, row
+
+    def _substitute(
+        self, index: int, text: str, left: list[NumberSpan] | None = None
+    ) -> tuple[str, list[EncodedNumber]]:
+        """Puts the marker into `text` for each in-range number; returns the new text and the numbers in order.
+
+        With `left` given, the numbers left as text because they are out of range are appended to it."""
+        self._check_text(index, text)
+        marker = self._marker
+        if marker is None:
+            return text, []
+        replace = self._method.replaces_numbers(self.config)
+        parts: list[str] = []
+        numbers: list[EncodedNumber] = []
+        pos = 0
+        for span, start, surface, row in self._rows_of(index, text, left):
             parts.append(text[pos:start])
             parts.append(marker)
-            pos = end if replace else start
+            pos = span.end if replace else start
             numbers.append(EncodedNumber(surface, *row))
         if not numbers:
             return text, numbers
         parts.append(text[pos:])
         return "".join(parts), numbers
+
+    def _substitute_answers(
+        self, index: int, text: str, answer_start: int | None, left: list[NumberSpan] | None = None
+    ) -> tuple[str, list[PlacedNumber]]:
+        """``fone_numbers="answers"``: [NUM] only for the answers the context head can form, the rest stays text.
+
+        Walks the in-range numbers in text order; one whose span starts at or after `answer_start` (None: the text
+        has no answer) becomes the marker when a signed combination (at least one term) of the fixed-point values
+        of the last ``fone_context_numbers`` numbers before it forms its value (`formable`); every number, marker
+        or digits, is context for the numbers after it.
+
+        Returns:
+            The text with the markers, and every in-range number as a `PlacedNumber` (kind 1: a marker, 2: left in
+            digits), with its character offsets in the returned text.
+        """
+        self._check_text(index, text)
+        marker, count = self._marker, self.config.fone_context_numbers
+        parts: list[str] = []
+        placed: list[PlacedNumber] = []
+        values: list[int] = []  # fixed-point values of the numbers so far, in text order
+        pos = written = 0  # consumed characters of `text`; characters of the result written to `parts`
+        for span, start, surface, row in self._rows_of(index, text, left):
+            value = fixed_point(row[0], row[1])
+            context = values[::-1][:count]  # the last K, most recent first
+            values.append(value)
+            number = EncodedNumber(surface, *row)
+            if answer_start is not None and span.start >= answer_start and formable(context, value):
+                first = written + span.start - pos  # the sign that stays text, or the marker itself
+                written += start - pos
+                parts += [text[pos:start], marker]
+                placed.append(PlacedNumber(number, MARKER_KIND, first, written))
+                written += len(marker)
+                pos = span.end
+            else:
+                shift = written - pos  # offset of text[pos:] in the result
+                placed.append(PlacedNumber(number, CONTEXT_KIND, span.start + shift, span.end - 1 + shift))
+        parts.append(text[pos:])
+        return "".join(parts), placed
 
     # -- encoding ------------------------------------------------------------------------------------------------
     def _kept_numbers(
@@ -206,35 +342,100 @@ class NumberEncoding:
             kept_numbers.append(nums)
         return kept_numbers
 
-    def _side_tensors(self, input_ids: np.ndarray, numbers: list[list[EncodedNumber]]) -> dict[str, torch.Tensor]:
-        """Side tensors for a rectangular batch: num_mask [B, T], num_digits [B, T, P], num_sign [B, T], num_values."""
+    def _placed_rows(self, encoding: Any, placed: Sequence[PlacedNumber]) -> list[NumberRow]:
+        """The side rows of one encoded text with ``fone_numbers="answers"``, in token order.
+
+        Args:
+            encoding: the backend's ``tokenizers.Encoding`` of the text from `_substitute_answers` (padded and
+                truncated as returned: its positions count padding and special tokens).
+            placed: that text's numbers (`PlacedNumber`).
+
+        Returns:
+            One `NumberRow` per number whose last character's token survived truncation; of two numbers whose last
+            characters share a token, the later one.
+        """
+        rows: dict[int, NumberRow] = {}
+        for item in placed:
+            position = encoding.char_to_token(item.last)
+            if position is None:  # its last token was truncated away
+                continue
+            tokens = (encoding.char_to_token(c) for c in range(item.first, item.last + 1))
+            first = next((t for t in tokens if t is not None), position)  # left truncation may cut its start
+            rows[position] = NumberRow(position, item.kind, item.number, first)
+        return [rows[t] for t in sorted(rows)]
+
+    def _marker_numbers(self, ids: list[list[int]], rows: list[list[NumberRow]]) -> list[list[EncodedNumber]]:
+        """The [NUM] numbers of each text (what ``number_texts`` lists), checked against the marker ids."""
+        numbers = [[r.number for r in row if r.kind == MARKER_KIND] for row in rows]
+        for index, (row_ids, nums) in enumerate(zip(ids, numbers)):
+            found = row_ids.count(self.marker_token_id)
+            if found != len(nums):
+                raise RuntimeError(
+                    f"NumberTokenizer: text {index} has {found} markers for {len(nums)} numbers put as [NUM] (bug)."
+                )
+        return numbers
+
+    @staticmethod
+    def _group_lists(ids: list[list[int]], rows: list[list[NumberRow]]) -> list[list[int]]:
+        """``number_group`` ``[B][T]``: k on every token of the k-th row's number (from its first token to its row),
+        0 elsewhere; a later number wins a token two share."""
+        groups = []
+        for row_ids, row in zip(ids, rows):
+            group = [0] * len(row_ids)
+            for k, r in enumerate(row, 1):
+                group[r.first : r.position + 1] = [k] * (r.position + 1 - r.first)
+            groups.append(group)
+        return groups
+
+    def _side_tensors(
+        self, input_ids: np.ndarray, numbers: list[list[EncodedNumber]], rows: list[list[NumberRow]] | None = None
+    ) -> dict[str, torch.Tensor]:
+        """Side tensors for a rectangular batch: num_mask [B, T], num_digits [B, T, P], num_sign [B, T], num_values.
+
+        Without `rows` the numbers go to the marker positions (mask 1); with `rows` (``fone_numbers="answers"``) each
+        `NumberRow` goes to its position with its kind as the mask."""
         batch, length = input_ids.shape
         num_mask = np.zeros((batch, length), dtype=np.int64)
         num_digits = np.zeros((batch, length, self.config.num_places), dtype=np.int64)
         num_sign = np.zeros((batch, length), dtype=np.int64)
         num_values = np.zeros((batch, length), dtype=np.float32)
         flat = [n for nums in numbers for n in nums]
-        if flat:
-            rows, cols = np.nonzero(input_ids == self.marker_token_id)  # row-major: the numbers in text order
+        if rows is not None:
+            placed = [(b, r) for b, row in enumerate(rows) for r in row]
+            if placed:
+                batch_index = [b for b, _ in placed]
+                position = [r.position for _, r in placed]
+                _, digits, signs, values = zip(*(r.number for _, r in placed))
+                num_mask[batch_index, position] = [r.kind for _, r in placed]
+                num_digits[batch_index, position] = digits  # (N, P)
+                num_sign[batch_index, position] = signs
+                num_values[batch_index, position] = values
+        elif flat:
+            batch_index, cols = np.nonzero(input_ids == self.marker_token_id)  # row-major: numbers in text order
             _, digits, signs, values = zip(*flat)
-            num_mask[rows, cols] = 1
-            num_digits[rows, cols] = digits  # (N, P)
-            num_sign[rows, cols] = signs
-            num_values[rows, cols] = values
+            num_mask[batch_index, cols] = 1
+            num_digits[batch_index, cols] = digits  # (N, P)
+            num_sign[batch_index, cols] = signs
+            num_values[batch_index, cols] = values
         out = {"num_mask": num_mask, "num_digits": num_digits, "num_sign": num_sign, "num_values": num_values}
         return {key: torch.from_numpy(value) for key, value in out.items()}
 
-    def _side_lists(self, ids: list[list[int]], numbers: list[list[EncodedNumber]]) -> dict[str, list]:
-        """Side tensors as Python lists (one list per row, rows may differ in length)."""
+    def _side_lists(
+        self, ids: list[list[int]], numbers: list[list[EncodedNumber]], rows: list[list[NumberRow]] | None = None
+    ) -> dict[str, list]:
+        """Side tensors as Python lists (one list per row, rows may differ in length); `rows` as in `_side_tensors`."""
         places = self.config.num_places
         marker = self.marker_token_id
         out: dict[str, list] = {k: [] for k in SIDE_KEYS}
         zero_row = [0] * places
-        for row, nums in zip(ids, numbers):
+        for b, (row, nums) in enumerate(zip(ids, numbers)):
             length = len(row)
             num_mask, num_sign, num_values = [0] * length, [0] * length, [0.0] * length
             num_digits = list(map(list.copy, repeat(zero_row, length)))  # (T, P), distinct lists
-            if nums:
+            if rows is not None:
+                for t, kind, (_, digits, sign, value), _ in rows[b]:
+                    num_mask[t], num_digits[t], num_sign[t], num_values[t] = kind, list(digits), sign, value
+            elif nums:
                 t = -1
                 for _, digits, sign, value in nums:
                     t = row.index(marker, t + 1)

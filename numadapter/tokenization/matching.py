@@ -15,10 +15,12 @@ from typing import Any
 from numadapter.config import NumberAdapterConfig
 from numadapter.methods.registry import get_method
 
-__all__ = ["MATCHED_FIELDS", "MATCHED_IDS", "check_tokenizer_matches", "tokenizer_mismatches"]
+__all__ = ["ANSWER_FIELDS", "MATCHED_FIELDS", "MATCHED_IDS", "check_tokenizer_matches", "tokenizer_mismatches"]
 
 # Config fields the side tensors depend on: the tokenizer writes them, the model's modules read them.
 MATCHED_FIELDS = ("encoding", "int_digits", "frac_digits", "aggregate", "sign_policy")
+# FoNE fields that decide which numbers become [NUM] (compared when both use FoNE and either writes only answers)
+ANSWER_FIELDS = ("fone_numbers", "fone_context_numbers")
 # Token ids the config records when it is bound to a tokenizer (compared once the config has them).
 MATCHED_IDS = ("num_token_id", "agg_token_id", "digit_token_ids")
 
@@ -27,12 +29,15 @@ def tokenizer_mismatches(ntok: Any, config: Any) -> dict[str, tuple[Any, Any]]:
     """``{field: (tokenizer's value, config's value)}`` for every field on which `ntok` and `config` disagree.
 
     Compared: `MATCHED_FIELDS`, the method's own `NumberMethod.matched_fields` when both use the same encoding (the
-    xVal normalisation), and the token ids of `MATCHED_IDS` where the config has one (a config not yet bound to a
-    tokenizer has None there).
+    xVal normalisation), `ANSWER_FIELDS` when both use FoNE and either has ``fone_numbers="answers"`` (the
+    tokenizer writes as [NUM] only the answers the context head forms from that many numbers), and the token ids
+    of `MATCHED_IDS` where the config has one (a config not yet bound to a tokenizer has None there).
     """
     mine = ntok.config
     same = mine.encoding == config.encoding
     fields = MATCHED_FIELDS + (tuple(get_method(config).matched_fields(config)) if same else ())
+    if same and mine.encoding == "fone" and "answers" in (mine.fone_numbers, getattr(config, "fone_numbers", "all")):
+        fields += ANSWER_FIELDS
     differ = {name: (getattr(mine, name), getattr(config, name)) for name in fields}
     differ = {name: pair for name, pair in differ.items() if pair[0] != pair[1]}
     for name in MATCHED_IDS:

@@ -57,12 +57,14 @@ from tokenizers import AddedToken, Tokenizer
 from transformers import AutoTokenizer, BatchEncoding
 
 from numadapter.config import NumberAdapterConfig, marker_choice
+from numadapter.data.head_coverage import answers_mode
 from numadapter.methods.base import NumberMethod
 from numadapter.methods.registry import get_method
 from numadapter.numbers import ExactNumber
+from numadapter.schema import GROUP_FIELD
 from numadapter.schema import SIDE_FIELDS as SIDE_KEYS
 from numadapter.tokenization.decoding import NumberDecoding
-from numadapter.tokenization.encoding import ASCII_DIGITS, NumberEncoding
+from numadapter.tokenization.encoding import ASCII_DIGITS, NumberEncoding, check_answer_start
 from numadapter.tokenization.matching import check_tokenizer_matches
 from numadapter.tokenization.notes import PromptNumbers, note
 from numadapter.tokenization.options import TransformersOptions, check_unsupported
@@ -81,6 +83,8 @@ SAVED_FIELDS = (
     "xval_center",
     "xval_scale",
     "xval_clip",
+    "fone_numbers",
+    "fone_context_numbers",
 )
 _OWN_ATTRIBUTES = frozenset({"tokenizer", "config", "num_token_id", "agg_token_id", "marker_token_id"})
 
@@ -274,6 +278,8 @@ class NumberTokenizer(NumberEncoding, NumberDecoding, TransformersOptions):
         return_length: bool = False,
         verbose: bool = True,
         split_special_tokens: bool = False,
+        answer_start: int | Sequence[int | None] | None = None,
+        return_number_groups: bool = False,
         **unsupported: Any,
     ) -> BatchEncoding:
         """Encodes one text or a batch.
@@ -297,6 +303,15 @@ class NumberTokenizer(NumberEncoding, NumberDecoding, TransformersOptions):
             padding_side: override the tokenizer's padding side for this call.
             return_attention_mask, return_token_type_ids, return_special_tokens_mask, return_length, verbose: as in
                 transformers (token type ids are zeros: one text per sequence).
+            answer_start: with ``encoding="fone"`` and ``fone_numbers="answers"``, the character offset from which
+                a text's numbers are answers: an int for every text, or one int / None per text (None: the text
+                has no answer, a prompt). Only an answer that a signed combination of the last
+                ``fone_context_numbers`` numbers before it forms becomes [NUM] (``num_mask`` 1); every other in-range
+                number stays the base tokenizer's own tokens and gets its row at the token holding its last
+                character (``num_mask`` 2: context only). Checked in every mode, used only in that one.
+            return_number_groups: add ``number_group`` (``[B, T]``: k on every token of the k-th number that has a
+                row, 0 elsewhere), read from the token offsets; only with ``fone_numbers="answers"``
+                (`numadapter.data.prepare_dataset` uses it; `numadapter.data.number_groups` serves the other modes).
             **unsupported: transformers' other options; a neutral value (``text_pair=None``, ``stride=0``, ...) is
                 accepted, anything else raises a `ValueError` naming it.
 
@@ -312,27 +327,44 @@ class NumberTokenizer(NumberEncoding, NumberDecoding, TransformersOptions):
 
         Raises:
             ValueError: a text contains ``config.num_token`` or ``config.agg_token`` literally (reserved in every
-                encoding), bad arguments, or (``out_of_range="error"``)
-                `NumberOutOfRangeError` for a number outside the configured range.
+                encoding), bad arguments (an `answer_start` outside a text, or a list of another length than the
+                batch), or (``out_of_range="error"``) `NumberOutOfRangeError` for a number outside the configured
+                range.
         """
         check_unsupported(unsupported)
         single = isinstance(text, str)
         texts = [text] if single else list(text)
         if return_tensors not in (None, "pt"):
             raise ValueError(f"`return_tensors` must be None or 'pt', got {return_tensors!r}.")
+        starts = check_answer_start(answer_start, texts)
+        answers = answers_mode(self.config)
+        if return_number_groups and not answers:
+            raise ValueError(
+                f"return_number_groups=True is for fone_numbers='answers' (encoding='fone'), but this tokenizer has "
+                f"encoding={self.config.encoding!r}, fone_numbers={self.config.fone_numbers!r}: use "
+                "numadapter.data.number_groups for its number groups, or leave return_number_groups=False."
+            )
         substituted, numbers, left = [], [], []
         for index, item in enumerate(texts):
-            sub, nums = self._substitute(index, item, left)
+            if answers:
+                sub, nums = self._substitute_answers(index, item, starts[index], left)
+            else:
+                sub, nums = self._substitute(index, item, left)
             substituted.append(sub)
             numbers.append(nums)
         if left:
             self._warn_mostly_text(left, sum(map(len, numbers)))
             self._warn_not_context(left)
         self._configure(padding, truncation, max_length, pad_to_multiple_of, padding_side)
-        encodings = self._encode(substituted, add_special_tokens, split_special_tokens)
+        encodings = self._encode(substituted, add_special_tokens, split_special_tokens, offsets=answers)
         ids = [e.ids for e in encodings]
         mask = [e.attention_mask for e in encodings]
-        numbers = self._kept_numbers(ids, numbers, truncation not in (False, "do_not_truncate", None))
+        rows = None
+        if answers:
+            rows = [self._placed_rows(e, placed) for e, placed in zip(encodings, numbers)]
+            numbers = self._marker_numbers(ids, rows)
+        else:
+            numbers = self._kept_numbers(ids, numbers, truncation not in (False, "do_not_truncate", None))
         number_texts = [[n.text for n in nums] for nums in numbers]
         if return_tensors == "pt":
             if len({len(row) for row in ids}) > 1:
@@ -345,25 +377,33 @@ class NumberTokenizer(NumberEncoding, NumberDecoding, TransformersOptions):
                 "input_ids": torch.from_numpy(input_ids),
                 "attention_mask": torch.from_numpy(np.array(mask, dtype=np.int64).reshape(input_ids.shape)),
             }
-            data.update(self._side_tensors(input_ids, numbers))
+            data.update(self._side_tensors(input_ids, numbers, rows))
             data["number_texts"] = number_texts
             if self.marker_token_id is not None:
                 sides = {key: data[key] for key in SIDE_KEYS}
                 note(data["input_ids"], PromptNumbers(sides, number_texts, self, data["attention_mask"]))
         else:
-            side = self._side_lists(ids, numbers)
+            side = self._side_lists(ids, numbers, rows)
             data = {"input_ids": ids, "attention_mask": mask, **side, "number_texts": number_texts}
+        if return_number_groups:
+            groups = self._group_lists(ids, rows)
+            data[GROUP_FIELD] = torch.tensor(groups, dtype=torch.long) if return_tensors == "pt" else groups
         extras = (return_attention_mask, return_token_type_ids, return_special_tokens_mask, return_length)
         self._extras(data, ids, *extras)
         if single and return_tensors is None:
             data = {k: v[0] for k, v in data.items()}
         return BatchEncoding(data)
 
-    def _encode(self, texts: list[str], add_special_tokens: bool, split_special_tokens: bool = False) -> list[Any]:
+    def _encode(
+        self, texts: list[str], add_special_tokens: bool, split_special_tokens: bool = False, offsets: bool = False
+    ) -> list[Any]:
+        """The backend's encodings of `texts`; with `offsets` they carry character offsets (``char_to_token``),
+        which the faster ``encode_batch_fast`` leaves out."""
         if not isinstance(split_special_tokens, bool):
             raise TypeError(f"`split_special_tokens` must be True or False, got {split_special_tokens!r}.")
         self._backend.encode_special_tokens = split_special_tokens
-        encode = getattr(self._backend, "encode_batch_fast", self._backend.encode_batch)
+        fast = None if offsets else getattr(self._backend, "encode_batch_fast", None)
+        encode = fast or self._backend.encode_batch
         return encode(texts, add_special_tokens=add_special_tokens)
 
     def _configure(self, padding, truncation, max_length, pad_to_multiple_of, padding_side) -> None:

@@ -40,7 +40,7 @@ from trl import SFTConfig, SFTTrainer
 
 from numadapter.config import NumberAdapterConfig
 from numadapter.data.collator import NumberDataCollator
-from numadapter.data.head_coverage import head_coverage, warn_uncovered
+from numadapter.data.head_coverage import answers_mode, head_coverage, warn_uncovered
 from numadapter.integrations.qlora import keep_canonical_layout, restore_number_precision
 from numadapter.methods.registry import get_method
 from numadapter.tokenization.tokenizer import NumberTokenizer
@@ -259,7 +259,10 @@ class NumberSFTTrainer(_NumberLossMixin, SafeCheckpointMixin, SFTTrainer):
 
 
 def _check_head_coverage(dataset: Any, config: NumberAdapterConfig) -> None:
-    """Warns when the context head cannot form many of the training answers (`numadapter.data.head_coverage`)."""
+    """Warns when the context head cannot form many of the training answers (`numadapter.data.head_coverage`).
+
+    Not with ``fone_numbers="answers"``: there every [NUM] answer is formable by construction, and the others are
+    written in digits on purpose (trained as the base's tokens), not missed by the head."""
     count = get_method(config).context_size(config)
-    if count:
+    if count and not answers_mode(config):
         warn_uncovered(head_coverage(dataset, count), count, config.frac_digits)
