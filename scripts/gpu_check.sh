@@ -46,6 +46,6 @@ echo "== quick start (toy base) on cuda"
 python3 -m numadapter.app.cli quickstart --tiny 2>&1 | tail -n 12 || status=1
 
 echo "== speed benchmarks on cuda"
-python3 -m eval_harness.bench --device cuda --only train_step,generate_speed,ntl_overhead --out "$out/bench" 2>&1 \
+python3 -m eval_harness.bench --device cuda --only train_step,generate_speed --quick --out "$out/bench" 2>&1 \
     | tail -n 30 || status=1
 exit $status

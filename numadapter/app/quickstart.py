@@ -270,6 +270,12 @@ def summary(results: list[Result], spec: TinySpec, model: str | None) -> list[st
     return lines
 
 
+def _logits(model: Any, batch: dict[str, Any]) -> Any:
+    """float32 logits of `model` on `batch`, moved to the model's device first, returned on the CPU."""
+    device = next(model.parameters()).device
+    return model(**{key: value.to(device) for key, value in batch.items()}).logits.float().cpu()
+
+
 def _check_export(model: Any, ntok: Any, out: str, eval_rows: list[dict[str, str]], print_fn: PrintFn) -> dict:
     import torch
 
@@ -281,8 +287,8 @@ def _check_export(model: Any, ntok: Any, out: str, eval_rows: list[dict[str, str
     prompts = [row["prompt"] for row in eval_rows[:5]]
     batch = ntok(prompts, padding=True, return_tensors="pt")
     batch = {k: v for k, v in batch.items() if k != "number_texts"}
-    with torch.no_grad():
-        diff = (loaded(**batch).logits - model(**batch).logits).abs().max().item()
+    with torch.no_grad():  # each model on its own device (the trained one on the GPU when there is one)
+        diff = (_logits(loaded, batch) - _logits(model, batch)).abs().max().item()
     ours = generate(loaded, loaded_ntok, prompts, max_new_tokens=8)
     theirs = generate(model, ntok, prompts, max_new_tokens=8)
     print_fn(f"\nExported the merged FoNE model to {path} and reloaded it (numadapter.export.load_exported):")

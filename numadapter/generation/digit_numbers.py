@@ -71,6 +71,12 @@ class DigitNumbers:
         parts.append(self.decode(run) if run else "")
         return "".join(parts)
 
+    def replace_last(self, rows: Sequence[int], tokens: Sequence[int]) -> None:
+        """Replaces the last token observed on `rows` by its entry in `tokens` (a [NUM] the loop chose again in
+        digits); a number its [NUM] completed stays reported (a number is rarely written right against a [NUM])."""
+        for row in rows:
+            self.ids[row][-1] = int(tokens[row])
+
     def observe(self, tokens: Sequence[int], rows: Sequence[int], final: bool = False) -> dict[int, list[tuple]]:
         """Appends this step's chosen token of each of `rows`; returns the numbers that completed, per row.
 

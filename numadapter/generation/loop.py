@@ -257,6 +257,20 @@ class Seq2SeqUncached(_Session):
         return self._run()
 
 
+def _in_digits(
+    logits: torch.Tensor, chooser: TokenChooser, t: int, chosen: torch.Tensor, rows: list[int], num_id: int
+) -> tuple[torch.Tensor, list[int]]:
+    """The step's tokens with [NUM] ruled out on `rows` (chosen again from the rest of their logits ``[B, V]``):
+    ``(chosen [B], the same as a list)``."""
+    barred = logits.clone()
+    barred[rows, num_id] = float("-inf")
+    again = chooser(barred, t)  # (B,)
+    pick = torch.zeros_like(chosen, dtype=torch.bool)
+    pick[rows] = True
+    chosen = torch.where(pick, again, chosen)
+    return chosen, chosen.tolist()
+
+
 def decode_loop(
     parts: AdapterParts,
     batch: PromptBatch,
@@ -306,6 +320,13 @@ def decode_loop(
                 reader.observe(tokens, tracker.active)
             rows = [r for r in tracker.active if tokens[r] == num_id] if num_id is not None else []
             prediction = reader.predict(step.hidden, rows) if rows and step.hidden is not None else None
+            if prediction is not None and reader.digit_numbers is not None:  # fone_numbers="answers"
+                unformed = reader.unformed(prediction, rows)
+                if unformed:  # the head forms no number there: the row writes it in digit tokens instead
+                    chosen, tokens = _in_digits(step.logits, chooser, t, chosen, unformed, num_id)
+                    reader.digit_numbers.replace_last(unformed, tokens)
+                    rows = [r for r in rows if r not in unformed]
+                    prediction = reader.predict(step.hidden, rows) if rows else None
             numbers = reader.numbers(prediction, rows) if prediction is not None else {}
             for row, number in numbers.items():
                 if number.feedable and number.reason is not None and not warned:

@@ -89,7 +89,8 @@ def encode_prompts(
                 "at least one character of text."
             )
         texts = list(enc["number_texts"][b])
-        sides = {key: enc[key][b] for key in SIDE_KEYS} if texts and ntok.marker_token_id is not None else None
+        marked = any(enc["num_mask"][b]) if ntok.marker_token_id is not None else False  # [NUM]s, or numbers in digits
+        sides = {key: enc[key][b] for key in SIDE_KEYS} if marked else None
         rows.append(PromptRow(list(ids), sides, texts))
     if base and ntok.marker_token_id is not None:
         rows = base_rows(rows, ntok.marker_token_id, ntok, "numadapter.generate")

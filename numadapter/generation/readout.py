@@ -77,6 +77,15 @@ class NumberReader:
                 sign[row] = completed[row][turn][1]
             self.memory.push(sorted(now), digits.to(device), sign.to(device))
 
+    def unformed(self, prediction: Prediction, rows: list[int]) -> list[int]:
+        """The `rows` where the context head combined no number (every coefficient 0: its read-out alone), which
+        ``fone_numbers="answers"`` writes in digit tokens instead: the adapter writes [NUM] only for numbers the head
+        forms, as training marked them (one device-to-host copy)."""
+        if prediction.combination is None:
+            return []
+        terms = prediction.combination.abs().sum(-1)  # (B,)
+        return [row for row, count in zip(rows, terms[rows].tolist()) if count == 0]
+
     # -- device side ------------------------------------------------------------------------------------------
     def predict(self, hidden: torch.Tensor, rows: list[int]) -> Prediction:
         """The head's prediction for `rows` from the captured LM-head input at the last position.

@@ -190,13 +190,31 @@ class NumberDecoding:
                     current = []
                 else:
                     current.append(i)
+        apart = _digits_apart if getattr(self.config, "fone_numbers", "all") == "answers" else _together
         out = [pieces[0]]
         for k, (number, piece) in enumerate(zip(numbers, pieces[1:])):
-            out.append(number)
+            out.append(apart(out[-1], number) + number)
             if k < len(touching) and touching[k]:
                 piece = number_separator(number, numbers[k + 1])
+            else:
+                piece = apart(number, piece) + piece
             out.append(piece)
         return "".join(out)
+
+
+def _together(left: str, right: str) -> str:
+    """Text and numbers joined as they are (a [NUM] stands where its number was in the text)."""
+    return ""
+
+
+def _digits_apart(left: str, right: str) -> str:
+    """With ``fone_numbers="answers"``: a space where a [NUM] and the digit text next to it would run together ("5"
+    then [NUM] 5 reads as 55), else ``""``. The model writes numbers in digit tokens and as [NUM] there, and can write
+    them side by side; the text must still read as the numbers it wrote. (With ``"all"``, digits beside a [NUM] come
+    from a text whose number out of range stayed text, and are joined as they were written.)"""
+    left_end = left[-1:].isdigit() or (left[-1:] == "." and left[-2:-1].isdigit())
+    right_start = right[:1].isdigit() or (right[:1] == "." and right[1:2].isdigit())
+    return " " if left_end and right_start else ""
 
 
 def number_separator(left: str, right: str) -> str:

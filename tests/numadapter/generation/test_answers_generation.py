@@ -1,0 +1,153 @@
+"""Generation with ``fone_numbers="answers"``: the prompt's numbers stay digit tokens and are the context head's
+context, numbers the model writes in digits join that context, and generation agrees with the training forward."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from helpers.adapter_cases import Store
+from helpers.generation_cases import PROMPTS, build, copy_latest_number, encourage_numbers, output_rows
+
+from numadapter.generation import generate
+from numadapter.numbers import ExactNumber, find_numbers
+from numadapter.tuner.patches import base_weight
+
+PLACES = (4, 2)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Store:
+    return Store(str(tmp_path_factory.mktemp("answers-generation")))
+
+
+@pytest.fixture(scope="module")
+def copier(store):
+    """A random llama whose context head writes the latest number before it, and which emits [NUM] and digits."""
+    model, ntok = build(store, "llama", "fone", fone_numbers="answers")
+    copy_latest_number(model)
+    encourage_numbers(model, ntok, PROMPTS[:6])
+    return model, ntok
+
+
+@pytest.fixture(scope="module")
+def writer(store):
+    """The same copier, whose digit token '5' scores almost as high as [NUM]: sampled among the top 2, it writes
+    numbers in digits between its [NUM]s."""
+    model, ntok = build(store, "llama", "fone", fone_numbers="answers")
+    copy_latest_number(model)
+    encourage_numbers(model, ntok, PROMPTS[:6])
+    five = ntok.tokenizer.convert_tokens_to_ids("5")
+    with torch.no_grad():
+        base_weight(model.base_model.model.get_output_embeddings())[five] = output_rows(model)[0] * 0.97
+    return model, ntok
+
+
+def test_prompt_numbers_are_digits_and_the_heads_context(copier):
+    model, ntok = copier
+    enc = ntok("What is 7 + 8 =", return_tensors="pt")
+    assert ntok.num_token_id not in enc["input_ids"][0].tolist()
+    assert (enc["num_mask"] == 2).sum() == 2
+    out = generate(model, ntok, ["What is 7 + 8 =", "Paris in 1999"], max_new_tokens=8, return_dict=True)
+    firsts = [next(n for n, c in zip(row, conf) if c is not None) for row, conf in zip(out.numbers, out.confidences)
+              if any(c is not None for c in conf)]  # fmt: skip
+    assert firsts, out.completions
+    # the first [NUM] copies the prompt's latest number (before the fix it read an empty context: its read-out)
+    assert [float(n.to_float()) for n in firsts] == [8.0, 1999.0][: len(firsts)]
+
+
+def _digit_rows(ntok, generated: list[int], marker: int) -> dict[int, ExactNumber]:
+    """Token index -> number for each number the generated ids write in digits, found on the whole text at once
+    (an independent reading of what `DigitNumbers` follows step by step): the token holding its last character."""
+    pieces = ["\x00" if i == marker else ntok.tokenizer.decode([i], skip_special_tokens=True) for i in generated]
+    ends, total = [], 0
+    for piece in pieces:
+        total += len(piece)
+        ends.append(total)
+    text = "".join(pieces)
+    rows = {}
+    for span in find_numbers(text):
+        if span.end == len(text):  # still open at the end: no later token reads it
+            continue
+        token = next(t for t, end in enumerate(ends) if end >= span.end)
+        rows[token] = span.exact
+    return rows
+
+
+@pytest.mark.parametrize("use_cache,sample", [(True, False), (False, False), (True, True)])
+def test_generation_agrees_with_the_training_forward(copier, writer, use_cache, sample):
+    """The public forward on prompt + generated ids, with the prompt's numbers, the generated [NUM]s and the numbers
+    generated in digits (num_mask 2 at their last token, as the tokenizer marks them) as side tensors, predicts every
+    generated [NUM]'s number (and, greedy, picks every generated token). Sampling among the top 2 tokens makes the
+    model with a strong '5' write digits too, so numbers written in digits precede later [NUM]s."""
+    model, ntok = writer if sample else copier
+    marker = ntok.num_token_id
+    options = {"do_sample": True, "top_k": 2, "seed": 0} if sample else {}
+    out = generate(model, ntok, PROMPTS[:6] * (4 if sample else 1), max_new_tokens=12, min_new_tokens=12,
+                   use_cache=use_cache, return_dict=True, **options)  # fmt: skip
+    digit_numbers = 0
+    checked = 0
+    for row, prompt in enumerate(PROMPTS[:6] * (4 if sample else 1)):
+        enc = ntok(prompt, return_tensors="pt")
+        generated = out.token_ids[row][:-1]
+        heads = [n for n, c in zip(out.numbers[row], out.confidences[row]) if c is not None]
+        length = len(generated)
+        mask = torch.zeros(1, length, dtype=torch.long)
+        digits = torch.zeros(1, length, sum(PLACES), dtype=torch.long)
+        sign = torch.zeros(1, length, dtype=torch.long)
+        at = [t for t, i in enumerate(generated) if i == marker]
+        for t, number in zip(at, heads):
+            mask[0, t], digits[0, t], sign[0, t] = 1, torch.tensor(number.place_digits(*PLACES)), number.sign
+        for t, number in _digit_rows(ntok, generated, marker).items():
+            if number.fits(*PLACES):
+                mask[0, t], digits[0, t], sign[0, t] = 2, torch.tensor(number.place_digits(*PLACES)), number.sign
+                digit_numbers += 1
+        kwargs = {
+            "input_ids": torch.cat((enc["input_ids"], torch.tensor([generated])), 1),
+            "num_mask": torch.cat((enc["num_mask"], mask), 1),
+            "num_digits": torch.cat((enc["num_digits"], digits), 1),
+            "num_sign": torch.cat((enc["num_sign"], sign), 1),
+            "num_values": torch.zeros(1, enc["input_ids"].shape[1] + length),
+        }
+        with torch.no_grad():
+            forced = model(**kwargs)
+        offset = enc["input_ids"].shape[1] - 1
+        if not sample:
+            assert forced.logits[0, offset:].argmax(-1).tolist() == out.token_ids[row]
+        targets = [offset + t for t in at]
+        got = forced.number_logits[0, targets].argmax(-1).tolist()
+        signs = torch.where(forced.number_sign_logits[0, targets].argmax(-1) == 1, -1, 1).tolist()
+        assert [ExactNumber.from_place_digits(d, *PLACES, s) for d, s in zip(got, signs)] == heads[: len(at)]
+        checked += len(at)
+    assert checked >= 2 and (digit_numbers >= 1 or not sample), out.completions
+
+
+def test_digits_written_beside_a_num_stay_apart_in_the_text(copier):
+    """A model in answers mode can write digits right before or after a [NUM]; the text keeps them apart, so it reads
+    back as the numbers written (an adapter with fone_numbers='all' joins them as written: test_lossless)."""
+    _, ntok = copier
+    five, num = ntok.tokenizer.convert_tokens_to_ids("5"), ntok.num_token_id
+    assert ntok.decode([five, num, five], number_texts=["12"]) == "5 12 5"
+    assert [s.text for s in find_numbers(ntok.decode([five, num], number_texts=["0.5"]))] == ["5", "0.5"]
+    enc = ntok("Total 5 12, then 3", return_tensors="pt")
+    assert ntok.decode(enc["input_ids"][0], skip_special_tokens=True) == "Total 5 12, then 3"
+
+
+def test_a_num_the_head_cannot_form_is_written_in_digits(store):
+    """Where the head combines no number (all coefficients 0: its read-out alone), the adapter writes the number in
+    digit tokens: the [NUM] the LM preferred is ruled out and the next best token is taken, as the base would."""
+    model, ntok = build(store, "llama", "fone", fone_numbers="answers")
+    copy_latest_number(model)
+    encourage_numbers(model, ntok, PROMPTS[:6])
+    wanted = generate(model, ntok, PROMPTS[:6], max_new_tokens=6, return_dict=True)
+    assert sum(ids.count(ntok.num_token_id) for ids in wanted.token_ids) >= 2
+    head = model.base_model.number_modules["default"].head
+    with torch.no_grad():  # a fresh head's tie: every coefficient 0, the read-out alone
+        head.coefficients.bias.zero_()
+    out = generate(model, ntok, PROMPTS[:6], max_new_tokens=6, return_dict=True)
+    assert all(ntok.num_token_id not in ids for ids in out.token_ids), out.completions
+    assert all(c is None for row in out.confidences for c in row)
+    row = next(r for r, ids in enumerate(wanted.token_ids) if ids[0] == ntok.num_token_id)
+    enc = ntok(PROMPTS[row], return_tensors="pt")
+    with torch.no_grad():  # the LM alone still ranks [NUM] first where the number was written otherwise
+        first = model(**enc).logits[0, -1].argmax().item()
+    assert first == ntok.num_token_id != out.token_ids[row][0]
