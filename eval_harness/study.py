@@ -95,6 +95,18 @@ ARMS: dict[str, Arm] = {
         hypothesis="the head as a tool: every number stays digit tokens, [NUM] only for answers the context head can "
         "form (fone_numbers='answers')",
     ),
+    "fone_tool": Arm(
+        "fone",
+        1e-3,
+        {
+            "number_lr_ratio": 10.0,
+            "fone_head_input": "context",
+            "fone_numbers": "answers",
+            "fone_context_products": True,
+        },
+        hypothesis="the head as a tool with products: digits everywhere, [NUM] only for answers the head forms as a "
+        "signed sum, or a product / exact quotient of two numbers before it",
+    ),
     "xval": Arm(
         "xval",
         1e-3,

@@ -41,7 +41,13 @@ MAX_HEAD_HIDDEN = 2**16
 
 
 # Fields whose default changed after adapters were saved without them: the value such a saved config meant.
-LEGACY_DEFAULTS = {"fone_head_target": "digit", "gce_form": "add", "fone_head_input": "linear", "fone_numbers": "all"}
+LEGACY_DEFAULTS = {
+    "fone_head_target": "digit",
+    "gce_form": "add",
+    "fone_head_input": "linear",
+    "fone_numbers": "all",
+    "fone_context_products": False,
+}
 
 
 def with_legacy_defaults(saved: dict) -> dict:
@@ -173,6 +179,10 @@ class NumberAdapterConfig(LoraConfig):
             are still the head's context (their exact values come from the tokenizer). Answers are the numbers at
             or after the tokenizer's `answer_start` (the completion, when the trainers prepare prompt-completion
             data); a prompt keeps its numbers in digits. Needs fone_head_input="context".
+        fone_context_products (`bool`, defaults to False): with fone_head_input="context", the head may also write
+            the product of two of its context numbers, or the quotient of one by another where it is exact and
+            fits the digit places (``a * b``, ``x * 1000``, ``x / 100``), computed exactly in integers
+            (`numadapter.methods.fone.pair_ops`); with fone_numbers="answers" such answers become [NUM] too.
         fone_head_target (`str`, defaults to `"feature"`): where each digit 2-vector is trained to point.
             `"feature"`: at the answer's own FoNE feature for that place, phi(y, 10^(i+1)), which is the digit plus
             the lower digits read as a fraction; it is read back lowest place first, subtracting the lower digits
@@ -309,6 +319,10 @@ class NumberAdapterConfig(LoraConfig):
             "choices": list(FONE_NUMBERS),
         },
     )
+    fone_context_products: bool = field(
+        default=False,
+        metadata={"help": "fone_head_input='context': also the product / exact quotient of two context numbers."},
+    )
     fone_head_target: Literal["digit", "feature"] = field(
         default="feature",
         metadata={
@@ -436,6 +450,14 @@ class NumberAdapterConfig(LoraConfig):
                 "fone_numbers='answers' writes as [NUM] only the answers the context head can form from the numbers "
                 f"before them, but fone_head_input={self.fone_head_input!r} forms none: set fone_head_input='context' "
                 "(the default), or fone_numbers='all'."
+            )
+        if not isinstance(self.fone_context_products, bool):
+            raise ValueError(f"`fone_context_products` must be True or False, got {self.fone_context_products!r}.")
+        if self.encoding == "fone" and self.fone_context_products and self.fone_head_input != "context":
+            raise ValueError(
+                "fone_context_products=True lets the context head multiply or divide the numbers before the answer, "
+                f"but fone_head_input={self.fone_head_input!r} combines none: set fone_head_input='context' (the "
+                "default), or fone_context_products=False."
             )
         # FoNE settings are checked for their values only on other encodings, which do not use them (as fone_bases)
         if self.encoding == "fone" and self.fone_head_input == "context" and self.fone_head_target != "feature":

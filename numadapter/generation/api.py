@@ -227,7 +227,7 @@ def _generate_batch(
         if parts.num_token_id is None:  # digit tokens: the numbers come from the text, no head read them
             values, confidences, combinations = _text_numbers(completion, [])
         elif in_digits:  # fone_numbers="answers": the head's numbers among those written in digits
-            values, confidences, combinations = _text_numbers(completion, numbers)
+            values, confidences, combinations = _numbers_in_order(ids, numbers, parts.num_token_id, ntok)
         else:
             values = [n.value for n in numbers]
             confidences, combinations = [n.confidence for n in numbers], [n.combination for n in numbers]
@@ -241,19 +241,33 @@ def _generate_batch(
 
 
 def _text_numbers(completion: str, generated: list[GeneratedNumber]) -> tuple[list, list, list]:
-    """Every number of `completion` in text order, with the head's confidence and combination for those the head
-    wrote (`generated`, in order; None for numbers written in digit tokens): ``(values, confidences,
-    combinations)``."""
+    """Every number of `completion` (digit tokens: no head wrote them): ``(values, confidences, combinations)``."""
+    values = [span.exact for span in find_numbers(completion)]
+    return values, [None] * len(values), [None] * len(values)
+
+
+def _numbers_in_order(
+    ids: list[int], generated: list[GeneratedNumber], num_id: int, ntok: NumberTokenizer
+) -> tuple[list, list, list]:
+    """``fone_numbers="answers"``: every generated number in order, the digit-written ones (found in the text between
+    the [NUM]s, with no confidence or combination) and the head's (`generated`, one per [NUM]): ``(values,
+    confidences, combinations)``. Read per piece of text between [NUM]s, so a number written next to a [NUM] is
+    never read together with it."""
     values, confidences, combinations = [], [], []
-    pending = list(generated)
-    for span in find_numbers(completion):
-        if pending and span.text == pending[0].text:
-            number = pending.pop(0)
-            values.append(number.value)
-            confidences.append(number.confidence)
-            combinations.append(number.combination)
-        else:
+    piece: list[int] = []
+    heads = iter(generated)
+    for token in [*ids, None]:
+        if token is not None and token != num_id:
+            piece.append(token)
+            continue
+        for span in find_numbers(ntok.tokenizer.decode(piece, skip_special_tokens=True)):
             values.append(span.exact)
             confidences.append(None)
             combinations.append(None)
+        piece = []
+        number = next(heads, None) if token == num_id else None
+        if number is not None:
+            values.append(number.value)
+            confidences.append(number.confidence)
+            combinations.append(number.combination)
     return values, confidences, combinations

@@ -78,12 +78,12 @@ class NumberReader:
             self.memory.push(sorted(now), digits.to(device), sign.to(device))
 
     def unformed(self, prediction: Prediction, rows: list[int]) -> list[int]:
-        """The `rows` where the context head combined no number (every coefficient 0: its read-out alone), which
-        ``fone_numbers="answers"`` writes in digit tokens instead: the adapter writes [NUM] only for numbers the head
-        forms, as training marked them (one device-to-host copy)."""
-        if prediction.combination is None:
+        """The `rows` where the context head combined no number (every coefficient 0 and no pair operation: its
+        read-out alone), which ``fone_numbers="answers"`` writes in digit tokens instead: the adapter writes [NUM]
+        only for numbers the head forms, as training marked them (one device-to-host copy)."""
+        if prediction.combined is None:
             return []
-        terms = prediction.combination.abs().sum(-1)  # (B,)
+        terms = prediction.combined[:, 0]  # (B,): the numbers the chosen sum or pair operation combined
         return [row for row, count in zip(rows, terms[rows].tolist()) if count == 0]
 
     # -- device side ------------------------------------------------------------------------------------------

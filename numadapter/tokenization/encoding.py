@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from numadapter.data.head_coverage import fixed_point, formable
+from numadapter.methods.fone.pair_ops import pair_formable
 from numadapter.numbers import ExactNumber, NumberOutOfRangeError, NumberSpan, find_numbers
 from numadapter.schema import SIDE_FIELDS as SIDE_KEYS
 from numadapter.schema import EncodedNumber
@@ -285,6 +286,14 @@ class NumberEncoding:
         parts.append(text[pos:])
         return "".join(parts), numbers
 
+    def _formable(self, context: list[int], value: int) -> bool:
+        """Whether the context head forms `value` from `context` (fixed-point, most recent first): a signed sum with a
+        term, or with ``fone_context_products`` a product / exact quotient of two of them (its magnitude)."""
+        cfg = self.config
+        if formable(context, value):
+            return True
+        return bool(getattr(cfg, "fone_context_products", False)) and pair_formable(context, value, cfg.frac_digits)
+
     def _substitute_answers(
         self, index: int, text: str, answer_start: int | None, left: list[NumberSpan] | None = None
     ) -> tuple[str, list[PlacedNumber]]:
@@ -310,7 +319,7 @@ class NumberEncoding:
             context = values[::-1][:count]  # the last K, most recent first
             values.append(value)
             number = EncodedNumber(surface, *row)
-            if answer_start is not None and span.start >= answer_start and formable(context, value):
+            if answer_start is not None and span.start >= answer_start and self._formable(context, value):
                 first = written + span.start - pos  # the sign that stays text, or the marker itself
                 written += start - pos
                 parts += [text[pos:start], marker]

@@ -20,7 +20,7 @@ __all__ = ["ANSWER_FIELDS", "MATCHED_FIELDS", "MATCHED_IDS", "check_tokenizer_ma
 # Config fields the side tensors depend on: the tokenizer writes them, the model's modules read them.
 MATCHED_FIELDS = ("encoding", "int_digits", "frac_digits", "aggregate", "sign_policy")
 # FoNE fields that decide which numbers become [NUM] (compared when both use FoNE and either writes only answers)
-ANSWER_FIELDS = ("fone_numbers", "fone_context_numbers")
+ANSWER_FIELDS = ("fone_numbers", "fone_context_numbers", "fone_context_products")
 # Token ids the config records when it is bound to a tokenizer (compared once the config has them).
 MATCHED_IDS = ("num_token_id", "agg_token_id", "digit_token_ids")
 

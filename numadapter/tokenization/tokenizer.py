@@ -85,6 +85,7 @@ SAVED_FIELDS = (
     "xval_clip",
     "fone_numbers",
     "fone_context_numbers",
+    "fone_context_products",
 )
 _OWN_ATTRIBUTES = frozenset({"tokenizer", "config", "num_token_id", "agg_token_id", "marker_token_id"})
 

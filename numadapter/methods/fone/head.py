@@ -77,8 +77,12 @@ from torch import nn
 from numadapter.methods.base import NumberSettings
 from numadapter.methods.context import ContextNumbers
 from numadapter.methods.fone.embedding import digits_to_strings, fone_features_from_digits, lower_fractions
+from numadapter.methods.fone.pair_ops import pair_count, pair_results
 
 REDUCTIONS = ("mean", "sum", "none")
+# the operation logit of the signed sum in a fresh head with fone_context_products (the pairs start at 0): the sum,
+# and so the plain read-out, is chosen until training says otherwise
+SUM_PRIOR = 3.0
 
 
 class DigitHeadOutput(NamedTuple):
@@ -102,6 +106,13 @@ class DigitHeadOutput(NamedTuple):
         context: ``fone_head_input="context"``: the `ContextNumbers` the combination was taken from (``digits
             [N, K, P]``, ``sign`` and ``valid [N, K]``, as passed to `forward`), so that generation can compute the
             chosen combination's exact value (`numadapter.methods.context.combine_exactly`); None otherwise.
+        operation_log_probs: with ``fone_context_products``: float32 ``[N, 1 + C]`` log-probabilities of the
+            operation, index 0 the signed sum, then the pair operations of `numadapter.methods.fone.pair_ops`
+            (-inf where a pair's result is not exact or does not fit); None otherwise.
+        pair_powers: with ``fone_context_products``: float32 ``[N, C, P, 2]`` the FoNE features of each pair
+            result's magnitude (low place first); None otherwise.
+        pair_combined: with ``fone_context_products``: int64 ``[N, C, 2 + P]`` each pair result as
+            `combine_exactly` rows (`PairResults.combined`); None otherwise.
     """
 
     digit_logits: torch.Tensor
@@ -111,6 +122,9 @@ class DigitHeadOutput(NamedTuple):
     coefficient_log_probs: torch.Tensor | None = None
     powers: torch.Tensor | None = None
     context: ContextNumbers | None = None
+    operation_log_probs: torch.Tensor | None = None
+    pair_powers: torch.Tensor | None = None
+    pair_combined: torch.Tensor | None = None
 
 
 def digit_angles(device: torch.device | str | None = None) -> torch.Tensor:
@@ -151,6 +165,12 @@ def _product(factors: torch.Tensor) -> torch.Tensor:
     for slot in range(1, factors.shape[-3]):
         product = complex_product(product, factors[..., slot, :, :])
     return product
+
+
+def _target_log_likelihood(logits: torch.Tensor, target_digits: torch.Tensor) -> torch.Tensor:
+    """``sum_places log p(target digit)`` per candidate: ``[N, C, P, 10]``, ``[N, P]`` -> ``[N, C]``."""
+    index = target_digits.long().unsqueeze(-2).expand(*logits.shape[:-1]).unsqueeze(-1)  # (N, C, P, 1)
+    return torch.log_softmax(logits, -1).gather(-1, index).squeeze(-1).sum(-1)
 
 
 def shifted_digit_logits(pairs: torch.Tensor, lower: torch.Tensor) -> torch.Tensor:
@@ -210,6 +230,13 @@ class FoNEDigitHead(nn.Module):
                 self.proj.bias.copy_(torch.tensor([1.0, 0.0]).repeat(self.num_places))
             grid = torch.cartesian_prod(*[torch.arange(3)] * self.context_numbers)  # (3^K, K)
             self.register_buffer("combinations", grid.reshape(-1, self.context_numbers), persistent=False)
+            self.products = bool(getattr(config, "fone_context_products", False))
+            if self.products:  # operation logits: the signed sum, then each product / quotient of two numbers
+                self.operations = nn.Linear(hidden_size, 1 + pair_count(self.context_numbers))
+                with torch.no_grad():  # a fresh head prefers the sum (its combination of nothing: the read-out)
+                    self.operations.weight.zero_()
+                    self.operations.bias.zero_()
+                    self.operations.bias[0] = SUM_PRIOR
         elif self.input_mode == "rotation":
             self.proj = nn.Linear(hidden_size, 2 * self.num_places)
             # the second read-out starts as the constant 1 + 0i, so the head starts as the "linear" one
@@ -264,6 +291,12 @@ class FoNEDigitHead(nn.Module):
             empty = log_p.new_tensor([-math.inf, 0.0, -math.inf])
             log_p = torch.where(context.valid[..., None], log_p, empty)
             pairs = complex_product(pairs, _product(_pick(powers, most_likely_coefficients(log_p))))
+            if self.products:
+                op_log_p, pair_powers, pair_combined = self._pair_operations(h, context)
+                op = op_log_p.argmax(-1)  # (N,): 0 the sum (first among equals), k > 0 the pair k - 1
+                index = (op - 1).clamp(min=0)[..., None, None, None].expand(*op.shape, 1, *pair_powers.shape[-2:])
+                chosen = torch.gather(pair_powers, -3, index).squeeze(-3)  # (N, P, 2)
+                pairs = torch.where((op > 0)[..., None, None], complex_product(readout, chosen), pairs)
         pairs = pairs.flip(-2)  # (N, P, 2): most significant first, like num_digits
         sign_logits = None
         if self.sign_proj is not None:
@@ -279,7 +312,23 @@ class FoNEDigitHead(nn.Module):
             places.append(place_logits)
         logits = torch.stack(places[::-1], dim=-2)  # (N, P, 10), most significant first
         combined = context if self.input_mode == "context" else None
+        if self.input_mode == "context" and self.products:
+            return DigitHeadOutput(logits, sign_logits, pairs, readout, log_p, powers, combined, op_log_p,
+                                   pair_powers, pair_combined)  # fmt: skip
         return DigitHeadOutput(logits, sign_logits, pairs, readout, log_p, powers, combined)
+
+    def _pair_operations(
+        self, h: torch.Tensor, context: ContextNumbers
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``fone_context_products``: the operation log-probabilities ``[N, 1 + C]`` (a pair whose result is not exact
+        or does not fit is impossible), the pair results' features ``[N, C, P, 2]`` (low place first) and their
+        `combine_exactly` rows ``[N, C, 2 + P]``."""
+        results = pair_results(context, self.frac_digits)
+        logits = F.linear(h, self.operations.weight.float(), self.operations.bias.float())  # (N, 1 + C)
+        allowed = torch.cat([torch.ones_like(results.valid[..., :1]), results.valid], -1)
+        op_log_p = torch.log_softmax(logits.masked_fill(~allowed, -math.inf), -1)
+        features = fone_features_from_digits(results.digits, self.int_digits, self.frac_digits)  # (N, C, 2P)
+        return op_log_p, features.unflatten(-1, (self.num_places, 2)), results.combined
 
     def _powers(self, context: ContextNumbers | None, leading: tuple[int, ...]) -> torch.Tensor:
         """Each context number raised to the coefficients ``(-1, 0, +1)``: ``conj(z), 1, z`` per place, float32
@@ -381,9 +430,17 @@ class FoNEDigitHead(nn.Module):
         and the other left out, the angles of the lower places are off by a uniformly random amount), which is why
         a soft mixture of the coefficients inside one product does not learn."""
         combo_log_p, logits = self.combination_logits(out, target_digits)  # (N, C), (N, C, P, 10)
-        index = target_digits.long().unsqueeze(-2).expand(*logits.shape[:-1]).unsqueeze(-1)  # (N, C, P, 1)
-        per_combo = torch.log_softmax(logits, -1).gather(-1, index).squeeze(-1).sum(-1)  # (N, C)
-        return -torch.logsumexp(combo_log_p + per_combo, -1) / self.num_places  # (N,)
+        per_combo = _target_log_likelihood(logits, target_digits)  # (N, C)
+        sums = torch.logsumexp(combo_log_p + per_combo, -1)  # (N,)
+        if out.operation_log_probs is None:
+            return -sums / self.num_places  # (N,)
+        # with pair operations: the sum is one operation among them, each pair's result another explanation
+        pair_pairs = complex_product(out.readout.unsqueeze(-3), out.pair_powers).flip(-2)  # (N, C2, P, 2)
+        lower = lower_fractions(target_digits, torch.float32).unsqueeze(-2)  # (N, 1, P)
+        per_pair = _target_log_likelihood(shifted_digit_logits(pair_pairs, lower), target_digits)  # (N, C2)
+        op_log_p = out.operation_log_probs
+        terms = torch.cat([op_log_p[..., :1] + sums[..., None], op_log_p[..., 1:] + per_pair], -1)  # (N, 1 + C2)
+        return -torch.logsumexp(terms, -1) / self.num_places  # (N,)
 
     def combination_logits(
         self, out: DigitHeadOutput, target_digits: torch.Tensor
@@ -419,10 +476,13 @@ class FoNEDigitHead(nn.Module):
             float32 ``[N]`` confidences (None without ``pairs``) and int64 ``[N, K]`` coefficients (-1, 0, +1) of
             the context numbers, most recent first (None for the other heads).
         """
-        combination = None
+        combination = operation = None
         if out.coefficient_log_probs is not None:
             choice = most_likely_coefficients(out.coefficient_log_probs)  # (N, K) of 0, 1, 2
             combination = choice - 1
+            if out.operation_log_probs is not None:  # a pair operation combines no number with a coefficient
+                operation = out.operation_log_probs.argmax(-1)  # (N,)
+                combination = torch.where((operation > 0)[..., None], 0, combination)
         if out.pairs is None:
             return None, combination
         digits = out.digit_logits.argmax(-1)  # (N, P), most significant first
@@ -432,8 +492,11 @@ class FoNEDigitHead(nn.Module):
         off = torch.atan2((x * sin - y * cos).abs(), x * cos + y * sin)  # (N, P): the angle to the read direction
         fit = (1 - off / (math.pi / 10)).clamp(0.0, 1.0).amin(-1)  # (N,)
         if out.coefficient_log_probs is not None:
-            chosen = out.coefficient_log_probs.gather(-1, choice.unsqueeze(-1)).squeeze(-1)  # (N, K)
-            fit = fit * chosen.sum(-1).exp()
+            chosen = out.coefficient_log_probs.gather(-1, choice.unsqueeze(-1)).squeeze(-1).sum(-1)  # (N,)
+            if operation is not None:  # P(operation), times P(coefficients) for the sum
+                op_log_p = out.operation_log_probs.gather(-1, operation.unsqueeze(-1)).squeeze(-1)  # (N,)
+                chosen = op_log_p + torch.where(operation > 0, 0.0, chosen)
+            fit = fit * chosen.exp()
         return fit, combination
 
     @torch.no_grad()

@@ -82,7 +82,7 @@ class FoNEMethod(NumberMethod):
 
         out = DigitHeadOutput(
             digit_logits=last("digit_logits"), sign_logits=last("sign_logits"), pairs=last("pairs"),
-            coefficient_log_probs=last("coefficient_log_probs"),
+            coefficient_log_probs=last("coefficient_log_probs"), operation_log_probs=last("operation_log_probs"),
         )  # fmt: skip
         digits, sign = head.predict(out)
         exponents = torch.arange(config.int_digits - 1, -config.frac_digits - 1, -1, dtype=torch.float64)
@@ -95,6 +95,12 @@ class FoNEMethod(NumberMethod):
                 *(torch.cat([part[:, -1] for part in parts]) for parts in zip(*[o.context for o in outputs]))
             )
             combined = combine_exactly(context, combination)
+            if out.operation_log_probs is not None:  # a product / quotient of two numbers: its exact magnitude
+                operation = out.operation_log_probs.argmax(-1)  # (N,)
+                pairs = last("pair_combined")  # (N, C, 2 + P)
+                index = (operation - 1).clamp(min=0)[:, None, None].expand(-1, 1, pairs.shape[-1])
+                chosen = torch.gather(pairs, 1, index).squeeze(1)  # (N, 2 + P)
+                combined = torch.where((operation > 0)[:, None], chosen, combined)
         return HeadReading(digits, sign, values, confidence, combination, combined)
 
     def read_numbers(

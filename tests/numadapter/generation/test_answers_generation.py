@@ -23,6 +23,7 @@ def store(tmp_path_factory) -> Store:
 @pytest.fixture(scope="module")
 def copier(store):
     """A random llama whose context head writes the latest number before it, and which emits [NUM] and digits."""
+    torch.manual_seed(0)  # the random LoRA weights: each test's model does not depend on the tests before it
     model, ntok = build(store, "llama", "fone", fone_numbers="answers")
     copy_latest_number(model)
     encourage_numbers(model, ntok, PROMPTS[:6])
@@ -33,6 +34,7 @@ def copier(store):
 def writer(store):
     """The same copier, whose digit token '5' scores almost as high as [NUM]: sampled among the top 2, it writes
     numbers in digits between its [NUM]s."""
+    torch.manual_seed(0)  # the random LoRA weights: each test's model does not depend on the tests before it
     model, ntok = build(store, "llama", "fone", fone_numbers="answers")
     copy_latest_number(model)
     encourage_numbers(model, ntok, PROMPTS[:6])
@@ -135,6 +137,7 @@ def test_digits_written_beside_a_num_stay_apart_in_the_text(copier):
 def test_a_num_the_head_cannot_form_is_written_in_digits(store):
     """Where the head combines no number (all coefficients 0: its read-out alone), the adapter writes the number in
     digit tokens: the [NUM] the LM preferred is ruled out and the next best token is taken, as the base would."""
+    torch.manual_seed(0)  # the random LoRA weights: each test's model does not depend on the tests before it
     model, ntok = build(store, "llama", "fone", fone_numbers="answers")
     copy_latest_number(model)
     encourage_numbers(model, ntok, PROMPTS[:6])
@@ -151,3 +154,28 @@ def test_a_num_the_head_cannot_form_is_written_in_digits(store):
     with torch.no_grad():  # the LM alone still ranks [NUM] first where the number was written otherwise
         first = model(**enc).logits[0, -1].argmax().item()
     assert first == ntok.num_token_id != out.token_ids[row][0]
+
+
+def test_products_are_written_exactly_and_their_answers_become_num(store):
+    """fone_context_products: a head set to multiply the two latest numbers writes their exact product (not written
+    in digits instead: it combines two numbers), a head with one number before it its sum, and the tokenizer writes
+    a product answer as [NUM]."""
+    from numadapter.methods.fone.pair_ops import pair_list
+
+    torch.manual_seed(0)
+    model, ntok = build(store, "llama", "fone", fone_numbers="answers", fone_context_products=True)
+    copy_latest_number(model)
+    encourage_numbers(model, ntok, PROMPTS[:6])
+    head = model.base_model.number_modules["default"].head
+    with torch.no_grad():
+        head.operations.bias.zero_()
+        head.operations.bias[1 + pair_list(head.context_numbers).index(("*", 0, 1))] = 30.0
+    out = generate(model, ntok, ["What is 7 + 8 =", "Paris in 1999"], max_new_tokens=8, return_dict=True)
+    heads = [[n for n, c in zip(row, conf) if c is not None] for row, conf in zip(out.numbers, out.confidences)]
+    assert heads[0] and abs(heads[0][0].to_float()) == 56.0, out.completions  # the sign is the (random) sign head's
+    # one number before it: no pair to multiply, so the sum (here the copy) writes it
+    assert heads[1] and abs(heads[1][0].to_float()) == 1999.0, out.completions
+    enc = ntok("431 * 7 = 3017", answer_start=9, return_tensors="pt")
+    assert enc["number_texts"] == [["3017"]] and (enc["num_mask"] == 2).sum() == 2
+    plain, _ = build(store, "llama", "fone", fone_numbers="answers")
+    assert plain.peft_config["default"].fone_context_products is False
