@@ -107,6 +107,19 @@ ARMS: dict[str, Arm] = {
         hypothesis="the head as a tool with products: digits everywhere, [NUM] only for answers the head forms as a "
         "signed sum, or a product / exact quotient of two numbers before it",
     ),
+    "fone_tool_mix": Arm(
+        "fone",
+        1e-3,
+        {
+            "number_lr_ratio": 10.0,
+            "fone_head_input": "context",
+            "fone_numbers": "answers",
+            "fone_context_products": True,
+            "fone_digit_answers": 0.5,
+        },
+        hypothesis="fone_tool, with half of the training answers kept in digits (fone_digit_answers=0.5) so the LM "
+        "keeps writing numbers in digits; [NUM] wherever a number starts and the head forms it",
+    ),
     "xval": Arm(
         "xval",
         1e-3,

@@ -47,6 +47,7 @@ LEGACY_DEFAULTS = {
     "fone_head_input": "linear",
     "fone_numbers": "all",
     "fone_context_products": False,
+    "fone_digit_answers": 0.0,
 }
 
 
@@ -183,6 +184,11 @@ class NumberAdapterConfig(LoraConfig):
             the product of two of its context numbers, or the quotient of one by another where it is exact and
             fits the digit places (``a * b``, ``x * 1000``, ``x / 100``), computed exactly in integers
             (`numadapter.methods.fone.pair_ops`); with fone_numbers="answers" such answers become [NUM] too.
+        fone_digit_answers (`float`, defaults to 0.0): with fone_numbers="answers", the share of training examples
+            whose answers stay in digits even where the head could form them (chosen by a hash of the text, so the
+            same example always gets the same form). The LM then keeps writing numbers in digit tokens (what the
+            base knew survives: with every answer a [NUM], the LM forgets how to write other numbers), and
+            generation writes [NUM] wherever a number starts and the head forms it, digits otherwise.
         fone_head_target (`str`, defaults to `"feature"`): where each digit 2-vector is trained to point.
             `"feature"`: at the answer's own FoNE feature for that place, phi(y, 10^(i+1)), which is the digit plus
             the lower digits read as a fraction; it is read back lowest place first, subtracting the lower digits
@@ -323,6 +329,10 @@ class NumberAdapterConfig(LoraConfig):
         default=False,
         metadata={"help": "fone_head_input='context': also the product / exact quotient of two context numbers."},
     )
+    fone_digit_answers: float = field(
+        default=0.0,
+        metadata={"help": "fone_numbers='answers': share of training examples whose answers stay in digits."},
+    )
     fone_head_target: Literal["digit", "feature"] = field(
         default="feature",
         metadata={
@@ -458,6 +468,12 @@ class NumberAdapterConfig(LoraConfig):
                 "fone_context_products=True lets the context head multiply or divide the numbers before the answer, "
                 f"but fone_head_input={self.fone_head_input!r} combines none: set fone_head_input='context' (the "
                 "default), or fone_context_products=False."
+            )
+        share = self.fone_digit_answers
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 <= share < 1.0:
+            raise ValueError(
+                "`fone_digit_answers` must be a number in [0, 1) (the share of training examples whose answers stay "
+                f"in digits), got {share!r}: e.g. 0.5."
             )
         # FoNE settings are checked for their values only on other encodings, which do not use them (as fone_bases)
         if self.encoding == "fone" and self.fone_head_input == "context" and self.fone_head_target != "feature":

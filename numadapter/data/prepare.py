@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import os
 import warnings
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -225,6 +226,15 @@ def _answer_starts(prompts: list[str] | None, fulls: list[str]) -> list[int]:
     return [len(os.path.commonprefix([prompt, full])) for prompt, full in zip(prompts, fulls)]
 
 
+def _in_digits_share(starts: list[int], fulls: list[str], config: Any) -> list[int | None]:
+    """`starts` with None (no answer: every number in digits) for the share ``fone_digit_answers`` of the texts,
+    picked by a hash of each text (the same text always gets the same form, whatever the batch or the process)."""
+    share = float(getattr(config, "fone_digit_answers", 0.0) or 0.0)
+    if not share:
+        return list(starts)
+    return [None if zlib.crc32(full.encode("utf-8")) / 2**32 < share else start for start, full in zip(starts, fulls)]
+
+
 def _chat(tokenizer: Any, messages: list, generation_prompt: bool = False) -> str:
     if not getattr(tokenizer, "chat_template", None):
         raise ValueError(
@@ -273,7 +283,8 @@ def _causal_batch(
         prompts = [_chat(tokenizer, batch["prompt"][i], generation_prompt=True) for i in range(n)]
         fulls = [_chat(tokenizer, batch["prompt"][i] + batch["completion"][i]) for i in range(n)]
         special = False
-    full_rows = _encode(tokenizer, fulls, special, _answer_starts(prompts, fulls))
+    starts = _in_digits_share(_answer_starts(prompts, fulls), fulls, tokenizer.config)
+    full_rows = _encode(tokenizer, fulls, special, starts)
     prompt_rows = _encode(tokenizer, prompts, special) if prompts is not None else None  # a prompt has no answer
     kinds = answers_mode(tokenizer.config)
     out: dict[str, list] = {key: [] for key in (*TOKEN_COLUMNS, *((KIND_FIELD,) if kinds else ()))}

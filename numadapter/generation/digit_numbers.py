@@ -71,6 +71,17 @@ class DigitNumbers:
         parts.append(self.decode(run) if run else "")
         return "".join(parts)
 
+    def starts_number(self, row: int, token: int) -> bool:
+        """Whether `token` would start a new number in digits on `row`: its text begins with a digit (after spaces)
+        and the row's text so far does not end in a digit or a number's point (it would continue that number)."""
+        if token == self.num_token_id:
+            return False
+        piece = self.decode([token]).lstrip(" ")
+        if not piece[:1].isdigit():
+            return False
+        text = self._text(self.ids[row])
+        return not (text[-1:].isdigit() or (text[-1:] in ".," and text[-2:-1].isdigit()))
+
     def replace_last(self, rows: Sequence[int], tokens: Sequence[int]) -> None:
         """Replaces the last token observed on `rows` by its entry in `tokens` (a [NUM] the loop chose again in
         digits); a number its [NUM] completed stays reported (a number is rarely written right against a [NUM])."""

@@ -257,6 +257,30 @@ class Seq2SeqUncached(_Session):
         return self._run()
 
 
+def _head_where_it_forms(
+    reader: NumberReader,
+    hidden: torch.Tensor,
+    chosen: torch.Tensor,
+    tokens: list[int],
+    active: list[int],
+    num_id: int,
+) -> tuple[torch.Tensor, list[int]]:
+    """``fone_digit_answers`` > 0 (the LM was trained to write answers both ways): on the rows whose chosen token
+    starts a number in digits, [NUM] instead where the head forms that number (``(chosen [B], tokens)``)."""
+    starts = [r for r in active if tokens[r] != num_id and reader.digit_numbers.starts_number(r, tokens[r])]
+    if not starts:
+        return chosen, tokens
+    trial = reader.predict(hidden, starts)
+    unformed = set(reader.unformed(trial, starts))
+    formed = [r for r in starts if r not in unformed]
+    if not formed:
+        return chosen, tokens
+    pick = torch.zeros_like(chosen, dtype=torch.bool)
+    pick[formed] = True
+    chosen = torch.where(pick, num_id, chosen)
+    return chosen, chosen.tolist()
+
+
 def _in_digits(
     logits: torch.Tensor, chooser: TokenChooser, t: int, chosen: torch.Tensor, rows: list[int], num_id: int
 ) -> tuple[torch.Tensor, list[int]]:
@@ -316,6 +340,8 @@ def decode_loop(
         for t in range(max_new_tokens):
             chosen = chooser(step.logits, t)  # (B,)
             tokens = chosen.tolist()  # the one host sync of the step
+            if reader is not None and reader.head_first and step.hidden is not None:  # fone_digit_answers > 0
+                chosen, tokens = _head_where_it_forms(reader, step.hidden, chosen, tokens, tracker.active, num_id)
             if reader is not None:  # numbers the model wrote in digits join the context (fone_numbers="answers")
                 reader.observe(tokens, tracker.active)
             rows = [r for r in tracker.active if tokens[r] == num_id] if num_id is not None else []

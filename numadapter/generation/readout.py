@@ -47,6 +47,7 @@ class NumberReader:
         self.context_size = self.method.context_size(config)
         self.memory: ContextMemory | None = None
         self.digit_numbers: DigitNumbers | None = None
+        self.head_first = False  # fone_digit_answers > 0: a number the head forms is written as [NUM]
 
     def begin(self, numbers: dict[str, torch.Tensor], digit_numbers: DigitNumbers | None = None) -> None:
         """Starts a batch: a head that reads the numbers before it (`NumberMethod.context_size` > 0) remembers the
@@ -55,6 +56,7 @@ class NumberReader:
         (`side_row`), and with `digit_numbers` (``fone_numbers="answers"``) every number generated in digits
         (`observe`)."""
         self.digit_numbers = digit_numbers
+        self.head_first = digit_numbers is not None and float(getattr(self.config, "fone_digit_answers", 0.0)) > 0
         if self.context_size:
             mask, digits = numbers["num_mask"], numbers["num_digits"]
             self.memory = ContextMemory(mask, digits, numbers.get("num_sign"), self.context_size)

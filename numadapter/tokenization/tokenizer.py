@@ -86,6 +86,7 @@ SAVED_FIELDS = (
     "fone_numbers",
     "fone_context_numbers",
     "fone_context_products",
+    "fone_digit_answers",
 )
 _OWN_ATTRIBUTES = frozenset({"tokenizer", "config", "num_token_id", "agg_token_id", "marker_token_id"})
 

@@ -177,3 +177,18 @@ def test_coverage_counts_context_rows_and_the_trainer_does_not_warn():
     every = make("digits", int_digits=6, frac_digits=0, fone_numbers="all")
     with pytest.warns(UserWarning, match=r"10 of 20 training answers \(50%\) are no sum or difference"):
         _check_head_coverage(prepare_dataset(datasets.Dataset.from_list(rows), every), every.config)
+
+
+def test_digit_answers_keep_a_share_of_the_examples_in_digits_the_same_way_every_time():
+    rows = [{"prompt": f"{a} + {b} =", "completion": f" {a + b}"} for a, b in zip(range(100, 160), range(300, 360))]
+    ntok = make("digits", fone_digit_answers=0.5)
+    first, again = prepared(ntok, rows), prepared(ntok, rows[::-1])[::-1]
+    assert first == again  # the form depends on the text alone, not on the batch or the order
+    with_num = [row for row in first if 1 in row[KIND_FIELD]]
+    assert 15 <= len(with_num) <= 45  # about half of 60
+    for row in first:
+        if 1 not in row[KIND_FIELD]:  # in digits: the answer is a context-only number at the end
+            assert row[KIND_FIELD] == [2, 2, 2] and ntok.num_token_id not in row["input_ids"]
+    assert all(1 in row[KIND_FIELD] for row in prepared(make("digits"), rows))
+    with pytest.raises(ValueError, match="fone_digit_answers.*e.g. 0.5"):
+        NumberAdapterConfig(fone_digit_answers=1.0)

@@ -179,3 +179,28 @@ def test_products_are_written_exactly_and_their_answers_become_num(store):
     assert enc["number_texts"] == [["3017"]] and (enc["num_mask"] == 2).sum() == 2
     plain, _ = build(store, "llama", "fone", fone_numbers="answers")
     assert plain.peft_config["default"].fone_context_products is False
+
+
+def test_with_digit_answers_a_number_the_head_forms_is_written_as_num(store):
+    """fone_digit_answers > 0: the LM learned both forms, so where it starts a number in digits and the head forms
+    that number, [NUM] is written instead; where the head forms none (no number before it) the digits stay."""
+    torch.manual_seed(0)
+    model, ntok = build(store, "llama", "fone", fone_numbers="answers", fone_digit_answers=0.5)
+    copy_latest_number(model)
+    encourage_numbers(model, ntok, PROMPTS[:6])
+    five, num = ntok.tokenizer.convert_tokens_to_ids("5"), ntok.num_token_id
+    with torch.no_grad():  # '5' now wins wherever [NUM] would have: the LM starts its numbers in digits
+        base_weight(model.base_model.model.get_output_embeddings())[five] = output_rows(model)[0] * 1.2
+    prompts = ["What is 7 + 8 =", "Paris in 1999"]
+    out = generate(model, ntok, prompts, max_new_tokens=6, return_dict=True)
+    for row in (0, 1):  # each number the LM starts in digits is the head's copy of the latest number: a [NUM]
+        assert num in out.token_ids[row] and five not in out.token_ids[row], out.completions
+        assert all(c is not None for c in out.confidences[row]), out.completions
+    assert [abs(out.numbers[r][0].to_float()) for r in (0, 1)] == [8.0, 1999.0], out.completions  # random signs
+    uncached = generate(model, ntok, prompts, max_new_tokens=6, return_dict=True, use_cache=False)
+    assert uncached.token_ids == out.token_ids
+    head = model.base_model.number_modules["default"].head
+    with torch.no_grad():  # a head that forms nothing: the digits the LM started stay
+        head.coefficients.bias.zero_()
+    out = generate(model, ntok, prompts, max_new_tokens=6, return_dict=True)
+    assert all(five in ids and num not in ids for ids in out.token_ids), out.completions
