@@ -27,9 +27,11 @@ build_tiny_base(sys.argv[1], FULL, 0, print)
 EOF
 
 status=0
-for numbers in all answers; do
+for numbers in ${GPU_CHECK_MODES:-all answers}; do
     run="$out/run-$numbers"
-    args=(model.name_or_path="$out/base" model.dtype=bfloat16 adapter.fone_numbers=$numbers
+    extra=()
+    if [ "$numbers" = answers ]; then extra=(adapter.fone_context_products=true adapter.fone_digit_answers=0.5); fi
+    args=(model.name_or_path="$out/base" model.dtype=bfloat16 adapter.fone_numbers=$numbers "${extra[@]}"
           adapter.int_digits=6 adapter.frac_digits=0 data.synthetic_examples=8000 data.synthetic_max_digits=4
           training.output_dir="$run" training.max_steps=300 training.learning_rate=1e-3 training.bf16=true
           training.save_steps=1000 training.logging_steps=50 export.out_dir="$run/merged" eval.max_examples=200)
@@ -45,6 +47,7 @@ done
 echo "== quick start (toy base) on cuda"
 python3 -m numadapter.app.cli quickstart --tiny 2>&1 | tail -n 12 || status=1
 
+[ -n "${GPU_CHECK_NO_BENCH:-}" ] && exit $status
 echo "== speed benchmarks on cuda"
 python3 -m eval_harness.bench --device cuda --only train_step,generate_speed --quick --out "$out/bench" 2>&1 \
     | tail -n 30 || status=1
