@@ -1,4 +1,6 @@
-"""How many answers of each family FoNE's context head can form: a signed sum of the last K numbers before them.
+"""How many answers of each family FoNE's context head can form: a signed sum of the last K numbers before them
+(``share``), and with ``fone_context_products`` also a product or exact quotient of two (``share_with_products``: the
+answers ``fone_numbers="answers"`` writes as [NUM]).
 
 No training: each family's held-out rows are tokenized with the FoNE default config (its number places) and counted
 with `numadapter.data.head_coverage` (the check `NumberSFTTrainer` warns with). The share bounds what the context head
@@ -23,13 +25,24 @@ def family_coverage(name: str, tokenizer: Any, n: int = 200, seed: int = 0) -> d
 
     from numadapter import NumberAdapterConfig, NumberTokenizer, prepare_dataset
     from numadapter.data.head_coverage import head_coverage
+    from numadapter.schema import KIND_FIELD, POSITIONS_FIELD
 
     found = FAMILIES[name]
     config = NumberAdapterConfig(encoding="fone", int_digits=found.int_digits, frac_digits=found.frac_digits)
     _, held = family_rows(name, 0, n, seed)
     prepared = prepare_dataset(datasets.Dataset.from_list(held), NumberTokenizer(tokenizer, config))
     coverage = head_coverage(prepared, COUNT, limit=n)
-    return {"answers": coverage.answers, "formed": coverage.formed, "share": coverage.share}
+    tool = NumberAdapterConfig(encoding="fone", int_digits=found.int_digits, frac_digits=found.frac_digits,
+                               fone_numbers="answers", fone_context_products=True)  # fmt: skip
+    as_tool = prepare_dataset(datasets.Dataset.from_list(held), NumberTokenizer(tokenizer, tool))
+    answers = heads = 0
+    for row in as_tool:  # the completion's numbers, and those written as [NUM] (kind 1): the head forms them
+        for position, kind in zip(row[POSITIONS_FIELD], row[KIND_FIELD]):
+            if row["completion_mask"][position]:
+                answers += 1
+                heads += kind == 1
+    return {"answers": coverage.answers, "formed": coverage.formed, "share": coverage.share,
+            "share_with_products": heads / answers if answers else 0.0}  # fmt: skip
 
 
 def write_coverage(base: str, out: Path, n: int = 200) -> dict[str, dict[str, Any]]:

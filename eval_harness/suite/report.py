@@ -71,8 +71,8 @@ def overview(records: list[dict[str, Any]], families: list[str], out: Path) -> l
     path = out / "coverage.json"
     coverage = json.loads(path.read_text()) if path.exists() else {}
     arms = sorted({r["arm"] for r in records})
-    lines = ["## Overview", "", "| family | the context head can form | " + " | ".join(arms) + " |",
-             "|---|---|" + "---|" * len(arms)]  # fmt: skip
+    lines = ["## Overview", "", "| family | the context head can form (sums / with products) | " + " | ".join(arms)
+             + " |", "|---|---|" + "---|" * len(arms)]  # fmt: skip
     for name in families:
         by_error = name in FAMILIES and FAMILIES[name].scoring == "error"
         found = {r["arm"]: r["final"] for r in records if r["task"] == name}
@@ -84,8 +84,9 @@ def overview(records: list[dict[str, Any]], families: list[str], out: Path) -> l
             value = scores.get(arm)
             text = "-" if value is None else (f"{value:.2f} MAPE" if by_error else f"{value:.1%}")
             cells.append(f"**{text}**" if value is not None and value == best and len(valid) > 1 else text)
-        share = coverage.get(name, {}).get("share")
-        lines.append(f"| {name} | {_number(share, '.0%')} | " + " | ".join(cells) + " |")
+        share, products = (coverage.get(name, {}).get(key) for key in ("share", "share_with_products"))
+        formed = _number(share, ".0%") + (f" / {_number(products, '.0%')}" if products is not None else "")
+        lines.append(f"| {name} | {formed} | " + " | ".join(cells) + " |")
     return lines + [""]
 
 

@@ -92,7 +92,7 @@ def test_the_overview_shows_the_heads_coverage_and_bolds_each_familys_best(tmp_p
     write_records(tmp_path)
     (tmp_path / "coverage.json").write_text(json.dumps({"copy": {"share": 1.0}, "miles_km": {"share": 0.0}}))
     lines = report.report(tmp_path).splitlines()
-    assert "| family | the context head can form | fone_context | lora_digits | xval |" in lines
+    assert "| family | the context head can form (sums / with products) | fone_context | lora_digits | xval |" in lines
     assert "| copy | 100% | **75.0%** | 25.0% | - |" in lines
     assert "| miles_km | 0% | - | 3.00 MAPE | **0.40 MAPE** |" in lines  # the regression family: lower is better
 
@@ -103,5 +103,8 @@ def test_coverage_counts_what_the_context_head_can_form_per_family():
     from eval_harness.suite.coverage import family_coverage
 
     tokenizer = real_tokenizer()
-    assert family_coverage("copy", tokenizer, n=20) == {"answers": 20, "formed": 20, "share": 1.0}
-    assert family_coverage("times_one_digit", tokenizer, n=20)["formed"] == 0  # a product: no signed sum forms it
+    assert family_coverage("copy", tokenizer, n=20) == {"answers": 20, "formed": 20, "share": 1.0,
+                                                        "share_with_products": 1.0}  # fmt: skip
+    products = family_coverage("times_one_digit", tokenizer, n=20)
+    assert products["formed"] == 0 and products["share_with_products"] == 1.0  # a product of the two numbers
+    assert family_coverage("units", tokenizer, n=20)["share_with_products"] < 0.5  # the factor is not in the text
