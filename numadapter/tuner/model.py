@@ -128,6 +128,12 @@ class NumberAdapterModel(LoraModel):
                 f"{arch.model_class} needs NumberAdapterConfig(task_type={arch.task_type!r}), got "
                 f"task_type={config.task_type!r}: {where}."
             )
+        if arch.is_encoder_decoder and config.encoding == "fone" and getattr(config, "fone_numbers", "all") != "all":
+            raise ValueError(
+                f"{arch.model_class} is an encoder-decoder, and fone_numbers={config.fone_numbers!r} (numbers kept in "
+                "digits, [NUM] only for the answers the head forms) is for causal LMs for now: set "
+                "fone_numbers='all' (every number a [NUM]) for T5."
+            )
         fix = "use numadapter.get_peft_model(model, config, tokenizer=tokenizer), which adds the tokens and sets it"
         if bound is not None:  # add_adapter / load_adapter on a model that already has a number adapter
             fix = _second_adapter_fix(bound)

@@ -204,3 +204,8 @@ def test_with_digit_answers_a_number_the_head_forms_is_written_as_num(store):
         head.coefficients.bias.zero_()
     out = generate(model, ntok, prompts, max_new_tokens=6, return_dict=True)
     assert all(five in ids and num not in ids for ids in out.token_ids), out.completions
+
+
+def test_t5_refuses_answers_mode_with_the_fix(store):
+    with pytest.raises(ValueError, match="encoder-decoder.*fone_numbers='all'"):
+        build(store, "t5", "fone", fone_numbers="answers")
