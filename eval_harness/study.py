@@ -28,6 +28,8 @@ from typing import Any
 
 DEFAULT_OUT = Path(__file__).parent / "results" / "pretrained_study"
 LINEAR = {"fone_head_input": "linear"}  # the head before the context head became the default
+# the context head with numbers kept in digits (round 5's arms build on it)
+ANSWERS = {"number_lr_ratio": 10.0, "fone_head_input": "context", "fone_numbers": "answers"}
 COMMON = dict(int_digits=5, frac_digits=0, r=16, lora_alpha=32, lora_dropout=0.0, target_modules="all-linear")
 
 
@@ -91,32 +93,21 @@ ARMS: dict[str, Arm] = {
     "fone_answers": Arm(
         "fone",
         1e-3,
-        {"number_lr_ratio": 10.0, "fone_head_input": "context", "fone_numbers": "answers"},
+        ANSWERS,
         hypothesis="the head as a tool: every number stays digit tokens, [NUM] only for answers the context head can "
         "form (fone_numbers='answers')",
     ),
     "fone_tool": Arm(
         "fone",
         1e-3,
-        {
-            "number_lr_ratio": 10.0,
-            "fone_head_input": "context",
-            "fone_numbers": "answers",
-            "fone_context_products": True,
-        },
+        {**ANSWERS, "fone_context_products": True},
         hypothesis="the head as a tool with products: digits everywhere, [NUM] only for answers the head forms as a "
         "signed sum, or a product / exact quotient of two numbers before it",
     ),
     "fone_tool_mix": Arm(
         "fone",
         1e-3,
-        {
-            "number_lr_ratio": 10.0,
-            "fone_head_input": "context",
-            "fone_numbers": "answers",
-            "fone_context_products": True,
-            "fone_digit_answers": 0.5,
-        },
+        {**ANSWERS, "fone_context_products": True, "fone_digit_answers": 0.5},
         hypothesis="fone_tool, with half of the training answers kept in digits (fone_digit_answers=0.5) so the LM "
         "keeps writing numbers in digits; [NUM] wherever a number starts and the head forms it",
     ),
