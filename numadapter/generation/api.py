@@ -44,6 +44,7 @@ from typing import Any
 
 import torch
 
+from numadapter.data.head_coverage import answers_mode
 from numadapter.generation.core import LoopSettings, adapter_parts, loop_settings, run_loop, special_ids
 from numadapter.generation.eval_mode import evaluating
 from numadapter.generation.loop import AdapterParts
@@ -53,7 +54,6 @@ from numadapter.methods.base import GeneratedNumber
 from numadapter.numbers import ExactNumber, find_numbers
 from numadapter.tokenization.matching import check_tokenizer_matches
 from numadapter.tokenization.tokenizer import NumberTokenizer
-from numadapter.tuner.inputs import digit_written
 
 OUT_OF_RANGE_CHOICES = ("stop", "error")
 
@@ -213,7 +213,7 @@ def _generate_batch(
         return ntok.decode(ids, number_texts=number_texts, skip_special_tokens=True)
 
     tracker = run_loop(parts, batch, loop, decode, tokenizer=ntok)
-    in_digits = digit_written(parts.runtime.config) and parts.runtime.modules is not None
+    in_digits = answers_mode(parts.runtime.config) and parts.runtime.modules is not None
     for row, prompt in enumerate(prompts):
         ids, numbers = tracker.tokens[row], tracker.numbers[row]
         generated = [n.text for n in numbers]

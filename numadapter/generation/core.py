@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from numadapter.data.head_coverage import answers_mode
 from numadapter.generation.digit_numbers import DigitNumbers
 from numadapter.generation.loop import AdapterParts, decode_loop
 from numadapter.generation.prompts import PromptBatch
@@ -22,7 +23,6 @@ from numadapter.generation.sampling import SamplingSettings, TokenChooser
 from numadapter.generation.stopping import RowTracker
 from numadapter.integrations.deepspeed_zero import full_shape
 from numadapter.methods.registry import get_method
-from numadapter.tuner.inputs import digit_written
 from numadapter.tuner.patches import base_weight
 
 
@@ -192,7 +192,7 @@ def digit_numbers_of(parts: AdapterParts, tokenizer: Any, rows: int) -> DigitNum
             numbers, read from the text).
     """
     config = parts.runtime.config
-    if not digit_written(config) or parts.runtime.modules is None or parts.num_token_id is None:
+    if not answers_mode(config) or parts.runtime.modules is None or parts.num_token_id is None:
         return None
     if tokenizer is None or not hasattr(tokenizer, "_number_row"):
         raise ValueError(

@@ -275,10 +275,7 @@ def _head_where_it_forms(
     formed = [r for r in starts if r not in unformed]
     if not formed:
         return chosen, tokens
-    pick = torch.zeros_like(chosen, dtype=torch.bool)
-    pick[formed] = True
-    chosen = torch.where(pick, num_id, chosen)
-    return chosen, chosen.tolist()
+    return _with_rows(chosen, formed, torch.full_like(chosen, num_id))
 
 
 def _in_digits(
@@ -288,10 +285,14 @@ def _in_digits(
     ``(chosen [B], the same as a list)``."""
     barred = logits.clone()
     barred[rows, num_id] = float("-inf")
-    again = chooser(barred, t)  # (B,)
+    return _with_rows(chosen, rows, chooser(barred, t))
+
+
+def _with_rows(chosen: torch.Tensor, rows: list[int], new: torch.Tensor) -> tuple[torch.Tensor, list[int]]:
+    """`chosen` ``[B]`` with `rows` taken from `new` ``[B]``: ``(tokens [B], the same as a list)``."""
     pick = torch.zeros_like(chosen, dtype=torch.bool)
     pick[rows] = True
-    chosen = torch.where(pick, again, chosen)
+    chosen = torch.where(pick, new, chosen)
     return chosen, chosen.tolist()
 
 

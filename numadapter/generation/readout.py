@@ -61,13 +61,13 @@ class NumberReader:
             mask, digits = numbers["num_mask"], numbers["num_digits"]
             self.memory = ContextMemory(mask, digits, numbers.get("num_sign"), self.context_size)
 
-    def observe(self, tokens: list[int], rows: list[int], final: bool = False) -> None:
+    def observe(self, tokens: list[int], rows: list[int]) -> None:
         """Records the numbers that the step's chosen `tokens` complete in digits on `rows` as their latest context
         numbers (before the head reads this step: training marks a number at its last token). A no-op unless
         `begin` got `digit_numbers`."""
         if self.digit_numbers is None or self.memory is None:
             return
-        completed = self.digit_numbers.observe(tokens, rows, final)
+        completed = self.digit_numbers.observe(tokens, rows)
         rounds = max(map(len, completed.values()), default=0)
         device = self.memory.numbers.digits.device
         for turn in range(rounds):  # the i-th completed number of every row, then the next: text order per row

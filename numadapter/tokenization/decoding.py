@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from numadapter.data.head_coverage import answers_mode
 from numadapter.numbers import ExactNumber, find_numbers
 from numadapter.tokenization.notes import PromptNumbers, SequenceNumbers, noted, texts_in_scope, texts_of
 
@@ -190,7 +191,7 @@ class NumberDecoding:
                     current = []
                 else:
                     current.append(i)
-        apart = _digits_apart if getattr(self.config, "fone_numbers", "all") == "answers" else _together
+        apart = _digits_apart if answers_mode(self.config) else _together
         out = [pieces[0]]
         for k, (number, piece) in enumerate(zip(numbers, pieces[1:])):
             out.append(apart(out[-1], number) + number)

@@ -25,6 +25,7 @@ from collections.abc import Callable
 import torch
 
 from numadapter.config import NumberAdapterConfig
+from numadapter.data.head_coverage import answers_mode
 from numadapter.methods.base import NumberPlan
 from numadapter.methods.registry import get_method
 from numadapter.schema import FIELDS, NUMBER_KWARGS, NUMBER_TEXTS, PREFIXES, NumberInputs  # noqa: F401
@@ -89,11 +90,6 @@ def _first(bad: torch.Tensor) -> tuple[int, ...]:
     return tuple(bad.nonzero()[0].tolist())
 
 
-def digit_written(config: NumberAdapterConfig) -> bool:
-    """Whether numbers may stay digit tokens and still be marked (``num_mask`` 2): FoNE with fone_numbers='answers'."""
-    return config.encoding == "fone" and getattr(config, "fone_numbers", "all") == "answers"
-
-
 def _side(
     name: str,
     ids: torch.Tensor,
@@ -154,7 +150,7 @@ def _side(
     if missing:
         raise ValueError(f"encoding={config.encoding!r} needs {missing}; got {sorted(prefix + k for k in given)}.")
     flagged = mask != 0
-    in_digits = digit_written(config)
+    in_digits = answers_mode(config)  # numbers may stay digit tokens and still be marked (num_mask 2)
     mismatch = ((mask == 1) if in_digits else flagged) != is_marker
     also = " (1 at each marker, 2 at the last token of a number left in digits)" if in_digits else ""
     checks.add(

@@ -28,6 +28,7 @@ from peft.utils.other import TrainableTokensWrapper
 from torch import nn
 
 from numadapter.config import NumberAdapterConfig
+from numadapter.data.head_coverage import answers_mode
 from numadapter.integrations.deepspeed_zero import matrix_shape
 from numadapter.methods.context import ContextNumbers, context_at
 from numadapter.methods.registry import get_method
@@ -128,7 +129,7 @@ class NumberAdapterModel(LoraModel):
                 f"{arch.model_class} needs NumberAdapterConfig(task_type={arch.task_type!r}), got "
                 f"task_type={config.task_type!r}: {where}."
             )
-        if arch.is_encoder_decoder and config.encoding == "fone" and getattr(config, "fone_numbers", "all") != "all":
+        if arch.is_encoder_decoder and answers_mode(config):
             raise ValueError(
                 f"{arch.model_class} is an encoder-decoder, and fone_numbers={config.fone_numbers!r} (numbers kept in "
                 "digits, [NUM] only for the answers the head forms) is for causal LMs for now: set "
