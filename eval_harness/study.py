@@ -111,6 +111,14 @@ ARMS: dict[str, Arm] = {
         hypothesis="fone_tool, with half of the training answers kept in digits (fone_digit_answers=0.5) so the LM "
         "keeps writing numbers in digits; [NUM] wherever a number starts and the head forms it",
     ),
+    "fone_tool_compute": Arm(
+        "fone",
+        1e-3,
+        {**ANSWERS, "fone_context_products": True, "fone_digit_answers": 0.5, "fone_head_copies": False},
+        hypothesis="fone_tool_mix with copies left to the LM: the head writes only numbers "
+        "it computes (a sum, a difference, a product, a quotient), so picking which number to repeat (maxmin, the "
+        "operands of a scratchpad) stays with the digits that LoRA copies well",
+    ),
     "xval": Arm(
         "xval",
         1e-3,

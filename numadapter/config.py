@@ -48,6 +48,7 @@ LEGACY_DEFAULTS = {
     "fone_numbers": "all",
     "fone_context_products": False,
     "fone_digit_answers": 0.0,
+    "fone_head_copies": True,
 }
 
 
@@ -189,6 +190,11 @@ class NumberAdapterConfig(LoraConfig):
             same example always gets the same form). The LM then keeps writing numbers in digit tokens (what the
             base knew survives: with every answer a [NUM], the LM forgets how to write other numbers), and
             generation writes [NUM] wherever a number starts and the head forms it, digits otherwise.
+        fone_head_copies (`bool`, defaults to True): with fone_numbers="answers", whether an answer that repeats one
+            of the context numbers (a combination of one term, +1) is a [NUM] the head copies. False leaves copies to
+            the LM in digit tokens (it copies digits well), so the head writes only the numbers it computes: a sum,
+            a difference, a product or a quotient; in generation a [NUM] whose chosen combination is a copy is
+            written in digits instead.
         fone_head_target (`str`, defaults to `"feature"`): where each digit 2-vector is trained to point.
             `"feature"`: at the answer's own FoNE feature for that place, phi(y, 10^(i+1)), which is the digit plus
             the lower digits read as a fraction; it is read back lowest place first, subtracting the lower digits
@@ -333,6 +339,10 @@ class NumberAdapterConfig(LoraConfig):
         default=0.0,
         metadata={"help": "fone_numbers='answers': share of training examples whose answers stay in digits."},
     )
+    fone_head_copies: bool = field(
+        default=True,
+        metadata={"help": "fone_numbers='answers': an answer that repeats a context number is a [NUM] (or digits)."},
+    )
     fone_head_target: Literal["digit", "feature"] = field(
         default="feature",
         metadata={
@@ -469,6 +479,8 @@ class NumberAdapterConfig(LoraConfig):
                 f"but fone_head_input={self.fone_head_input!r} combines none: set fone_head_input='context' (the "
                 "default), or fone_context_products=False."
             )
+        if not isinstance(self.fone_head_copies, bool):
+            raise ValueError(f"`fone_head_copies` must be True or False, got {self.fone_head_copies!r}.")
         share = self.fone_digit_answers
         if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 <= share < 1.0:
             raise ValueError(

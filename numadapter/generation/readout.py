@@ -82,11 +82,17 @@ class NumberReader:
     def unformed(self, prediction: Prediction, rows: list[int]) -> list[int]:
         """The `rows` where the context head combined no number (every coefficient 0 and no pair operation: its
         read-out alone), which ``fone_numbers="answers"`` writes in digit tokens instead: the adapter writes [NUM]
-        only for numbers the head forms, as training marked them (one device-to-host copy)."""
+        only for numbers the head forms, as training marked them (one device-to-host copy). With
+        ``fone_head_copies=False`` also the rows whose combination is a copy (one number, coefficient +1), which
+        training left to the LM in digits."""
         if prediction.combined is None:
             return []
         terms = prediction.combined[:, 0]  # (B,): the numbers the chosen sum or pair operation combined
-        return [row for row, count in zip(rows, terms[rows].tolist()) if count == 0]
+        if getattr(self.config, "fone_head_copies", True) or prediction.combination is None:
+            return [row for row, count in zip(rows, terms[rows].tolist()) if count == 0]
+        copies = (terms == 1) & (prediction.combination.sum(-1) == 1)  # (B,): a single +1 coefficient
+        written = (terms > 0) & ~copies
+        return [row for row, kept in zip(rows, written[rows].tolist()) if not kept]
 
     # -- device side ------------------------------------------------------------------------------------------
     def predict(self, hidden: torch.Tensor, rows: list[int]) -> Prediction:

@@ -288,8 +288,11 @@ class NumberEncoding:
 
     def _formable(self, context: list[int], value: int) -> bool:
         """Whether the context head forms `value` from `context` (fixed-point, most recent first): a signed sum with a
-        term, or with ``fone_context_products`` a product / exact quotient of two of them (its magnitude)."""
+        term, or with ``fone_context_products`` a product / exact quotient of two of them (its magnitude); with
+        ``fone_head_copies=False`` not a value that repeats a context number (the LM copies it in digits)."""
         cfg = self.config
+        if not getattr(cfg, "fone_head_copies", True) and value in context:
+            return False
         if formable(context, value):
             return True
         return bool(getattr(cfg, "fone_context_products", False)) and pair_formable(context, value, cfg.frac_digits)

@@ -87,6 +87,7 @@ SAVED_FIELDS = (
     "fone_context_numbers",
     "fone_context_products",
     "fone_digit_answers",
+    "fone_head_copies",
 )
 _OWN_ATTRIBUTES = frozenset({"tokenizer", "config", "num_token_id", "agg_token_id", "marker_token_id"})
 

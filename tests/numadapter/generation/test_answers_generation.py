@@ -206,6 +206,44 @@ def test_with_digit_answers_a_number_the_head_forms_is_written_as_num(store):
     assert all(five in ids and num not in ids for ids in out.token_ids), out.completions
 
 
+@pytest.mark.parametrize("digit_answers", [0.0, 0.5])
+def test_without_head_copies_a_copy_is_written_in_digits_and_a_sum_as_num(store, digit_answers):
+    """fone_head_copies=False: a head that sums the two latest numbers writes [NUM] with their exact sum; where its
+    chosen combination is a copy of one number (the copier), the row writes its number in digits instead, whether
+    the LM chose [NUM] or started digits (fone_digit_answers)."""
+    torch.manual_seed(0)
+    settings = {"fone_numbers": "answers", "fone_head_copies": False, "fone_digit_answers": digit_answers}
+    model, ntok = build(store, "llama", "fone", **settings)
+    head = model.base_model.number_modules["default"].head
+    count = head.context_numbers
+    with torch.no_grad():  # +1 on the two latest numbers: their sum
+        head.coefficients.weight.zero_()
+        head.coefficients.bias.copy_(torch.tensor([-30.0, -30.0, 30.0] * 2 + [-30.0, 30.0, -30.0] * (count - 2)))
+    encourage_numbers(model, ntok, PROMPTS[:6])
+    sums = {PROMPTS[2]: 15.0, PROMPTS[3]: 5.25, PROMPTS[4]: 5.0}  # the two latest numbers of each prompt, added
+    with torch.no_grad():  # [NUM]'s output row moved along the first prompt's last hidden state until [NUM] wins there
+        out = model(**ntok(PROMPTS[2], return_tensors="pt"), output_hidden_states=True)
+        hidden, logits = out.hidden_states[-1][0, -1], out.logits[0, -1]
+        output_rows(model)[0] += hidden * float(logits.max() - logits[ntok.num_token_id] + 5) / hidden.square().sum()
+        starts = [p for p in sums if model(**ntok(p, return_tensors="pt")).logits[0, -1].argmax() == ntok.num_token_id]
+    assert PROMPTS[2] in starts
+    out = generate(model, ntok, starts, max_new_tokens=6, return_dict=True)
+    for row, prompt in enumerate(starts):
+        assert out.token_ids[row][0] == ntok.num_token_id, out.completions
+        assert abs(out.numbers[row][0].to_float()) == sums[prompt], out.completions  # the sign head is random
+    prompts = [*starts, "Paris in 1999"]
+    copy_latest_number(model)  # the LM is unchanged: it still starts with [NUM] after `starts`
+    out = generate(model, ntok, prompts, max_new_tokens=6, return_dict=True)
+    assert all(ntok.num_token_id not in ids for ids in out.token_ids), out.completions
+    assert all(c is None for row in out.confidences for c in row), out.completions
+    if digit_answers:  # the LM starts its numbers in digits: the head's copy does not take them over
+        five = ntok.tokenizer.convert_tokens_to_ids("5")
+        with torch.no_grad():
+            base_weight(model.base_model.model.get_output_embeddings())[five] = output_rows(model)[0] * 1.2
+        out = generate(model, ntok, prompts, max_new_tokens=6, return_dict=True)
+        assert all(five in ids and ntok.num_token_id not in ids for ids in out.token_ids), out.completions
+
+
 def test_t5_refuses_answers_mode_with_the_fix(store):
     with pytest.raises(ValueError, match="encoder-decoder.*fone_numbers='all'"):
         build(store, "t5", "fone", fone_numbers="answers")

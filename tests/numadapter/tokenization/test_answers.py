@@ -71,6 +71,22 @@ def test_a_product_answer_stays_in_digits(tmp_path, kind):
 
 
 @pytest.mark.parametrize("kind", KINDS)
+def test_without_head_copies_a_repeated_number_stays_in_digits_and_a_sum_becomes_num(tmp_path, kind):
+    """fone_head_copies=False: an answer equal to a number before it is the LM's to copy (digits); a computed one is
+    still a [NUM]. With the default (True) the copy is a [NUM] too."""
+    prompt = "max(12, 345) ="
+    text = prompt + " 345, and 12 + 345 = 357"
+    ntok = make(kind, tmp_path, fone_head_copies=False)
+    enc = ntok(text, answer_start=len(prompt))
+    assert enc["number_texts"] == ["357"]  # 345, 12 and 345 repeat numbers before them
+    assert [(m, v) for _, m, v in rows(enc)] == [(2, 12.0), (2, 345.0), (2, 345.0), (2, 12.0), (2, 345.0), (1, 357.0)]
+    copying = make(kind, tmp_path, fone_head_copies=True)
+    assert copying(text, answer_start=len(prompt))["number_texts"] == ["345", "12", "345", "357"]
+    with pytest.raises(ValueError, match="fone_head_copies.*True or False"):
+        NumberAdapterConfig(fone_head_copies="no")
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_without_answer_start_every_number_stays_in_digits_as_the_base_tokenizes_it(tmp_path, kind):
     ntok = make(kind, tmp_path)
     enc = ntok(ANSWER)
