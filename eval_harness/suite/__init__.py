@@ -49,7 +49,8 @@ facts                    ``The number of minutes in an hour is`` -> `` 60``     
 ``facts`` (`eval_harness.suite.facts`): of a hand-written list of ~95 facts, the run keeps those the base (no
 adapter, greedy) answers right, caches them with the base's answers in ``<out>/facts/base_known.json``, and splits
 them in two seeded halves (train / held out). `eval_harness.suite.facts.score_facts` scores any trained adapter on
-the held-out half (``facts_retained`` in every record).
+the facts it did not train on: all of them after a task family, the held-out half after ``facts`` (``facts_retained``
+and each ``fact_answers`` in every record; records before round 6 scored the held-out half only).
 
 Scoring: the last number of the generated answer against the reference's (`numadapter.evaluation.answer_metrics`):
 exact match and MAE; every point also has MAPE (`eval_harness.metrics.mape`), the regression family's score.

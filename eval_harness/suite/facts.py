@@ -4,7 +4,8 @@
 `base_known` greedily completes each with the base model (no adapter) and keeps those whose first generated number
 is the answer; it caches the list with the base's answers in ``<out>/facts/base_known.json``. `fact_rows` splits the
 kept facts into seeded, disjoint ``train`` and ``held-out`` halves (the ``facts`` family), and `score_facts` scores an
-already trained adapter on the held-out ones, to check that fine-tuning on a task does not erase them.
+already trained adapter on facts it was not trained on (every known fact after a task family, the held-out half
+after the facts family), to check that fine-tuning on a task does not erase them.
 
 Both checks read the FIRST number of a completion: the base (and an adapter not trained on facts) goes on writing
 after the answer ("60. There are 24 hours in a day"), so its last number is not its answer.
@@ -114,6 +115,37 @@ FACTS: list[tuple[str, str]] = [
     ("The number of zeros in one million is", "6"),
     ("One hundred times one hundred is", "10000"),
     ("The number of hours in a week is", "168"),
+    # numbers in the prompt that the answer neither repeats nor sums: where a head that writes every number fails
+    ("Water boils at 100 degrees Celsius, which in degrees Fahrenheit is", "212"),
+    ("Water freezes at 0 degrees Celsius, which in degrees Fahrenheit is", "32"),
+    ("Water boils at 212 degrees Fahrenheit, which in degrees Celsius is", "100"),
+    ("1 kilometer is equal to this many meters:", "1000"),
+    ("1 hour is equal to this many minutes:", "60"),
+    ("1 day is equal to this many hours:", "24"),
+    ("1 week is equal to this many days:", "7"),
+    ("1 year is equal to this many months:", "12"),
+    ("1 minute is equal to this many seconds:", "60"),
+    ("1 foot is equal to this many inches:", "12"),
+    ("1 yard is equal to this many feet:", "3"),
+    ("1 dozen is equal to this many items:", "12"),
+    ("1 century is equal to this many years:", "100"),
+    ("1 meter is equal to this many centimeters:", "100"),
+    ("1 kilogram is equal to this many grams:", "1000"),
+    ("1 liter is equal to this many milliliters:", "1000"),
+    ("The Apollo 11 mission landed on the Moon in the year", "1969"),
+    ("World War 2 ended in the year", "1945"),
+    ("World War 1 began in the year", "1914"),
+    ("A triangle has 3 sides and a square has this many sides:", "4"),
+    ("A square has 4 sides and a triangle has this many sides:", "3"),
+    ("A week has 7 days and a year has this many months:", "12"),
+    ("An hour has 60 minutes and a day has this many hours:", "24"),
+    ("A year has 12 months and a week has this many days:", "7"),
+    ("A minute has 60 seconds and an hour has this many minutes:", "60"),
+    ("In 2024 there were 366 days, and in 2023 the number of days was", "365"),
+    ("A leap year has 366 days; a common year has", "365"),
+    ("A common year has 365 days; a leap year has", "366"),
+    ("There are 24 hours in a day and the number of days in a week is", "7"),
+    ("There are 7 days in a week and the number of hours in a day is", "24"),
 ]
 
 
@@ -184,14 +216,16 @@ def fact_rows(known: Sequence[dict], seed: int) -> tuple[list[dict[str, str]], l
     return rows[:half], rows[half:]
 
 
-def score_facts(model: Any, ntok: Any, held_out: Sequence[dict[str, str]], batch: int = 32) -> dict[str, float | int]:
-    """How many held-out base-known facts a trained adapter still answers: first generated number == the answer.
+def score_facts(model: Any, ntok: Any, held_out: Sequence[dict[str, str]], batch: int = 32) -> dict[str, Any]:
+    """How many base-known facts a trained adapter still answers: first generated number == the answer.
 
     Returns:
-        ``{"facts": n, "facts_retained": share right}`` (NaN share when there are none).
+        ``{"facts": n, "facts_retained": share right (NaN when there are none), "fact_answers": [the adapter's
+        continuation of each prompt]}``.
     """
     from numadapter.evaluation import generate_answers, last_number
 
     answers = generate_answers(model, ntok, [r["prompt"] for r in held_out], 8, batch, progress=False)
     right = sum(first_number(got) == last_number(r["completion"]) for got, r in zip(answers, held_out))
-    return {"facts": len(held_out), "facts_retained": right / len(held_out) if held_out else float("nan")}
+    share = right / len(held_out) if held_out else float("nan")
+    return {"facts": len(held_out), "facts_retained": share, "fact_answers": list(answers)}

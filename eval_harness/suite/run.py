@@ -73,13 +73,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Every family x arm of `args` through `run_arm`; returns the records (each also written as JSON)."""
     from eval_harness.study import ARMS, run_arm
-    from eval_harness.suite.facts import base_known, fact_rows, score_facts
+    from eval_harness.suite import facts
 
     base = args.base
     facts_train: list[dict[str, str]] = []
     held_facts: list[dict[str, str]] = []
     if args.retention or "facts" in args.families:
-        facts_train, held_facts = fact_rows(base_known(base, args.out), args.seed)
+        facts_train, held_facts = facts.fact_rows(facts.base_known(base, args.out), args.seed)
         print(f"base-known facts: {len(facts_train)} train, {len(held_facts)} held out", flush=True)
     records = []
     for name in args.families:
@@ -88,8 +88,11 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             rows = facts_train, held_facts
         else:
             rows = family_rows(name, args.n_train, args.n_eval, args.seed)
+        unseen = held_facts if found.draw is None else facts_train + held_facts  # facts the arm does not train on
         for arm in args.arms:
-            after = (lambda model, ntok: score_facts(model, ntok, held_facts)) if args.retention else None
+            after = None
+            if args.retention:
+                after = lambda model, ntok, unseen=unseen: facts.score_facts(model, ntok, unseen)  # noqa: E731
             record = run_arm(arm, name, args.steps or STEP_CAP, args.eval_every, len(rows[0]), len(rows[1]),
                              args.batch, args.seed, base, args.out, args.note, None, rows=rows,
                              config=found.arm_config(ARMS[arm].encoding), seconds=args.seconds,

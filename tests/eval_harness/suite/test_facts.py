@@ -45,4 +45,6 @@ def test_fact_rows_are_disjoint_seeded_halves_and_retention_reads_the_first_numb
         return [f" {int(p[5:-1]) * 7} and 1" if i % 2 == 0 else " 5" for i, p in enumerate(prompts)]
 
     monkeypatch.setattr(numadapter.evaluation, "generate_answers", answers)
-    assert facts.score_facts(None, None, held) == {"facts": 5, "facts_retained": 3 / 5}
+    scored = facts.score_facts(None, None, held)
+    assert scored["facts"] == 5 and scored["facts_retained"] == 3 / 5
+    assert scored["fact_answers"] == answers(None, None, [r["prompt"] for r in held], 8, 32)

@@ -49,7 +49,13 @@ def test_run_trains_every_family_x_arm_with_the_family_settings(monkeypatch, tmp
     assert [len(split) for split in fact["rows"]] == [3, 3] and fact["max_new_tokens"] == FAMILIES[
         "facts"
     ].max_new_tokens
-    assert callable(percent["after_training"])
+    scored = []
+    monkeypatch.setattr(eval_harness.suite.facts, "score_facts", lambda model, ntok, rows: scored.append(rows) or {})
+    percent["after_training"](None, None)
+    fact["after_training"](None, None)
+    # a task family trains on no fact: retention over all 6 known; the facts family: over its held-out 3
+    assert [len(rows) for rows in scored] == [6, 3]
+    assert {r["prompt"] for r in scored[1]} == {r["prompt"] for r in fact["rows"][1]}
 
 
 def _record(arm, task, exact, mae, mape, retained, seconds_budget=30.0):
