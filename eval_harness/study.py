@@ -128,6 +128,20 @@ ARMS: dict[str, Arm] = {
         hypothesis="fone_tool_compute with the base's EOS row kept frozen: trained at 10x after one-token [NUM] "
         "answers, it made the LM stop facts after one or two digits (' 6' for 60, ' 3' for 365)",
     ),
+    "fone_tool_d80": Arm(
+        "fone",
+        1e-3,
+        {**TOOL, "fone_digit_answers": 0.8},
+        hypothesis="fone_tool_compute with 80% of the training answers in digits: less pull of the hidden state "
+        "towards [NUM] where the LM writes numbers, so its digit recall (facts) degrades less",
+    ),
+    "fone_tool_r1": Arm(
+        "fone",
+        1e-3,
+        {**TOOL, "number_lr_ratio": 1.0},
+        hypothesis="fone_tool_compute with the number modules and [NUM] / EOS rows at LoRA's rate (10x moves the "
+        "[NUM] row fast, which may pull the LM away from digits)",
+    ),
     "xval": Arm(
         "xval",
         1e-3,
