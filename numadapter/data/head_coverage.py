@@ -93,8 +93,11 @@ def formable(context: Sequence[int], target: int) -> bool:
 
 def answers_mode(config: Any) -> bool:
     """Whether `config` (a `NumberAdapterConfig`) writes only formable answers as [NUM] (``encoding="fone"``,
-    ``fone_numbers="answers"``) and leaves every other number in the base tokenizer's digit tokens."""
-    return config.encoding == "fone" and getattr(config, "fone_numbers", "all") == "answers"
+    ``fone_numbers="answers"``, or ``"auto"`` on a causal LM: `numadapter.config.fone_numbers_in_effect`) and leaves
+    every other number in the base tokenizer's digit tokens."""
+    from numadapter.config import fone_numbers_in_effect
+
+    return config.encoding == "fone" and fone_numbers_in_effect(config) == "answers"
 
 
 def head_coverage(dataset: Any, count: int, limit: int = 2000) -> Coverage:
