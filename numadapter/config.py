@@ -218,7 +218,9 @@ class NumberAdapterConfig(LoraConfig):
             answers stay in digits even where the head could form them (chosen by a hash of the text, so the same
             example always gets the same form). The LM then keeps writing numbers in digit tokens (what the base
             knew survives: with every answer a [NUM], the LM forgets how to write other numbers), and generation
-            writes [NUM] wherever a number starts and the head forms it, digits otherwise.
+            writes [NUM] wherever a number starts, the LM gives [NUM] some probability there (at least
+            `numadapter.generation.loop.TAKEOVER_NUM_PROBABILITY`: a number of the kind the head was trained to
+            write) and the head forms it; digits otherwise.
         fone_head_copies (`bool`, defaults to False): in answers mode, whether an answer that repeats one of the
             context numbers (a combination of one term, +1) is a [NUM] the head copies. False (the default) leaves
             copies to the LM in digit tokens (it copies digits well), so the head writes only the numbers it

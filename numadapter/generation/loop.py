@@ -42,6 +42,8 @@ from numadapter.tuner.runtime import NumberRuntime
 from numadapter.tuner.side_buffer import NumberInputs
 
 FIELDS = ("mask", "digits", "sign", "values")
+# fone_digit_answers > 0: the least probability of [NUM] at a digit number's start for the head to take it over
+TAKEOVER_NUM_PROBABILITY = 0.1
 
 
 @dataclass
@@ -260,14 +262,23 @@ class Seq2SeqUncached(_Session):
 def _head_where_it_forms(
     reader: NumberReader,
     hidden: torch.Tensor,
+    logits: torch.Tensor,
     chosen: torch.Tensor,
     tokens: list[int],
     active: list[int],
     num_id: int,
 ) -> tuple[torch.Tensor, list[int]]:
     """``fone_digit_answers`` > 0 (the LM was trained to write answers both ways): on the rows whose chosen token
-    starts a number in digits, [NUM] instead where the head forms that number (``(chosen [B], tokens)``)."""
+    starts a number in digits and where the LM gives [NUM] at least `TAKEOVER_NUM_PROBABILITY` (``logits [B, V]``),
+    [NUM] instead where the head forms that number (``(chosen [B], tokens)``).
+
+    Training writes half of the answers the head forms as [NUM] and every other answer in digits, so the LM's
+    probability of [NUM] says whether this is a number the head was trained to write; an untrained head (a task
+    whose answers it never forms) still combines some numbers, and must not take over the LM's digits there."""
     starts = [r for r in active if tokens[r] != num_id and reader.digit_numbers.starts_number(r, tokens[r])]
+    if starts:
+        num_probability = torch.softmax(logits[starts].float(), -1)[:, num_id].tolist()
+        starts = [r for r, p in zip(starts, num_probability) if p >= TAKEOVER_NUM_PROBABILITY]
     if not starts:
         return chosen, tokens
     trial = reader.predict(hidden, starts)
@@ -342,7 +353,9 @@ def decode_loop(
             chosen = chooser(step.logits, t)  # (B,)
             tokens = chosen.tolist()  # the one host sync of the step
             if reader is not None and reader.head_first and step.hidden is not None:  # fone_digit_answers > 0
-                chosen, tokens = _head_where_it_forms(reader, step.hidden, chosen, tokens, tracker.active, num_id)
+                chosen, tokens = _head_where_it_forms(
+                    reader, step.hidden, step.logits, chosen, tokens, tracker.active, num_id
+                )
             if reader is not None:  # numbers the model wrote in digits join the context (fone_numbers="answers")
                 reader.observe(tokens, tracker.active)
             rows = [r for r in tracker.active if tokens[r] == num_id] if num_id is not None else []

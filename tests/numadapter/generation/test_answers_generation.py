@@ -44,6 +44,16 @@ def writer(store):
     return model, ntok
 
 
+def num_first(model, ntok, prompts: list[str], margin: float = 5.0) -> None:
+    """Moves [NUM]'s output row along each prompt's last hidden state until [NUM] leads the next token by `margin`."""
+    for prompt in prompts:
+        with torch.no_grad():
+            out = model(**ntok(prompt, return_tensors="pt"), output_hidden_states=True)
+            hidden, logits = out.hidden_states[-1][0, -1], out.logits[0, -1]
+            lead = float(logits.max() - logits[ntok.num_token_id] + margin)
+            output_rows(model)[0] += hidden * max(lead, 0.0) / hidden.square().sum()
+
+
 def test_prompt_numbers_are_digits_and_the_heads_context(copier):
     model, ntok = copier
     enc = ntok("What is 7 + 8 =", return_tensors="pt")
@@ -189,13 +199,16 @@ def test_with_digit_answers_a_number_the_head_forms_is_written_as_num(store):
     copy_latest_number(model)
     encourage_numbers(model, ntok, PROMPTS[:6])
     five, num = ntok.tokenizer.convert_tokens_to_ids("5"), ntok.num_token_id
-    with torch.no_grad():  # '5' now wins wherever [NUM] would have: the LM starts its numbers in digits
-        base_weight(model.base_model.model.get_output_embeddings())[five] = output_rows(model)[0] * 1.2
     prompts = ["What is 7 + 8 =", "Paris in 1999"]
+    num_first(model, ntok, prompts)
+    lm_head = base_weight(model.base_model.model.get_output_embeddings())
+    with torch.no_grad():  # '5' now just wins wherever [NUM] would have: the LM starts its numbers in digits, with
+        lm_head[five] = output_rows(model)[0] * 1.001  # [NUM] about as likely
+    with torch.no_grad():
+        assert all(model(**ntok(p, return_tensors="pt")).logits[0, -1].argmax() == five for p in prompts)
     out = generate(model, ntok, prompts, max_new_tokens=6, return_dict=True)
-    for row in (0, 1):  # each number the LM starts in digits is the head's copy of the latest number: a [NUM]
-        assert num in out.token_ids[row] and five not in out.token_ids[row], out.completions
-        assert all(c is not None for c in out.confidences[row]), out.completions
+    for row in (0, 1):  # the number the LM starts in digits is the head's copy of the latest number: a [NUM]
+        assert out.token_ids[row][0] == num and out.confidences[row][0] is not None, out.completions
     assert [abs(out.numbers[r][0].to_float()) for r in (0, 1)] == [8.0, 1999.0], out.completions  # random signs
     uncached = generate(model, ntok, prompts, max_new_tokens=6, return_dict=True, use_cache=False)
     assert uncached.token_ids == out.token_ids
@@ -203,7 +216,12 @@ def test_with_digit_answers_a_number_the_head_forms_is_written_as_num(store):
     with torch.no_grad():  # a head that forms nothing: the digits the LM started stay
         head.coefficients.bias.zero_()
     out = generate(model, ntok, prompts, max_new_tokens=6, return_dict=True)
-    assert all(five in ids and num not in ids for ids in out.token_ids), out.completions
+    assert all(ids[0] == five and num not in ids for ids in out.token_ids), out.completions
+    copy_latest_number(model)  # the head forms the numbers again, but [NUM] is now unlikely where the LM writes '5':
+    with torch.no_grad():  # a number the head was not trained to write there, so the digits stay
+        lm_head[five] = output_rows(model)[0] * 1.5
+    out = generate(model, ntok, prompts, max_new_tokens=6, return_dict=True)
+    assert all(ids[0] == five and num not in ids for ids in out.token_ids), out.completions
 
 
 @pytest.mark.parametrize("digit_answers", [0.0, 0.5])
@@ -221,10 +239,8 @@ def test_without_head_copies_a_copy_is_written_in_digits_and_a_sum_as_num(store,
         head.coefficients.bias.copy_(torch.tensor([-30.0, -30.0, 30.0] * 2 + [-30.0, 30.0, -30.0] * (count - 2)))
     encourage_numbers(model, ntok, PROMPTS[:6])
     sums = {PROMPTS[2]: 15.0, PROMPTS[3]: 5.25, PROMPTS[4]: 5.0}  # the two latest numbers of each prompt, added
-    with torch.no_grad():  # [NUM]'s output row moved along the first prompt's last hidden state until [NUM] wins there
-        out = model(**ntok(PROMPTS[2], return_tensors="pt"), output_hidden_states=True)
-        hidden, logits = out.hidden_states[-1][0, -1], out.logits[0, -1]
-        output_rows(model)[0] += hidden * float(logits.max() - logits[ntok.num_token_id] + 5) / hidden.square().sum()
+    num_first(model, ntok, [PROMPTS[2]])
+    with torch.no_grad():
         starts = [p for p in sums if model(**ntok(p, return_tensors="pt")).logits[0, -1].argmax() == ntok.num_token_id]
     assert PROMPTS[2] in starts
     out = generate(model, ntok, starts, max_new_tokens=6, return_dict=True)
@@ -239,7 +255,7 @@ def test_without_head_copies_a_copy_is_written_in_digits_and_a_sum_as_num(store,
     if digit_answers:  # the LM starts its numbers in digits: the head's copy does not take them over
         five = ntok.tokenizer.convert_tokens_to_ids("5")
         with torch.no_grad():
-            base_weight(model.base_model.model.get_output_embeddings())[five] = output_rows(model)[0] * 1.2
+            base_weight(model.base_model.model.get_output_embeddings())[five] = output_rows(model)[0] * 1.001
         out = generate(model, ntok, prompts, max_new_tokens=6, return_dict=True)
         assert all(five in ids and ntok.num_token_id not in ids for ids in out.token_ids), out.completions
 
