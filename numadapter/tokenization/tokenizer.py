@@ -56,7 +56,7 @@ import torch
 from tokenizers import AddedToken, Tokenizer
 from transformers import AutoTokenizer, BatchEncoding
 
-from numadapter.config import NumberAdapterConfig, fone_numbers_in_effect, marker_choice
+from numadapter.config import NumberAdapterConfig, fone_numbers_in_effect, marker_choice, with_legacy_defaults
 from numadapter.data.head_coverage import answers_mode
 from numadapter.methods.base import NumberMethod
 from numadapter.methods.registry import get_method
@@ -474,6 +474,8 @@ class NumberTokenizer(NumberEncoding, NumberDecoding, TransformersOptions):
 
         settings = read_json(file, "save the NumberTokenizer again with NumberTokenizer.save_pretrained")
         saved_ids = {k: settings.pop(k, None) for k in ("num_token_id", "agg_token_id")}
+        # a field saved before it existed meant its old default (fone_numbers: 'all', every number a [NUM])
+        settings.update({k: v for k, v in with_legacy_defaults(settings).items() if k in SAVED_FIELDS})
         if config is None:
             config = NumberAdapterConfig(**{k: v for k, v in settings.items() if k in SAVED_FIELDS})
         else:
