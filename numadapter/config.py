@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from peft import LoraConfig
 
@@ -50,28 +50,6 @@ LEGACY_DEFAULTS = {
     "fone_digit_answers": 0.0,
     "fone_head_copies": True,
 }
-
-
-def fone_numbers_in_effect(config: Any) -> str:
-    """``config.fone_numbers`` with ``"auto"`` decided: ``"answers"`` on a causal LM with the context head, ``"all"``
-    on an encoder-decoder (``task_type="SEQ_2_SEQ_LM"``, which `numadapter.get_peft_model` sets from the model) or
-    with another head. Before the architecture is known (``task_type`` None) ``"auto"`` means ``"answers"``."""
-    mode = getattr(config, "fone_numbers", "all")
-    if mode != "auto":
-        return mode
-    seq2seq = getattr(config, "task_type", None) == "SEQ_2_SEQ_LM"
-    if seq2seq or getattr(config, "fone_head_input", "context") != "context":
-        return "all"
-    return "answers"
-
-
-def context_products(config: Any) -> bool:
-    """``config.fone_context_products`` with None decided: on where the config writes only the answers the head
-    forms (`fone_numbers_in_effect` is ``"answers"``), off with ``"all"`` (every number a [NUM], as before)."""
-    products = getattr(config, "fone_context_products", False)
-    if products is None:
-        return getattr(config, "encoding", "fone") == "fone" and fone_numbers_in_effect(config) == "answers"
-    return bool(products)
 
 
 def with_legacy_defaults(saved: dict) -> dict:
@@ -205,15 +183,15 @@ class NumberAdapterConfig(LoraConfig):
             prepare prompt-completion data); a prompt keeps its numbers in digits. Needs fone_head_input="context"
             and a causal LM. `"all"`: every in-range number of the text. `"auto"` (the default): `"answers"` on a
             causal LM with the context head, `"all"` on an encoder-decoder (T5) or with another head; the
-            architecture is known once `get_peft_model` sets ``task_type`` (`fone_numbers_in_effect`). The default
-            since round 6: on the task suite (`eval_harness/results/suite`) the head helps where it forms the
+            architecture is known once `get_peft_model` sets ``task_type`` (`numadapter.methods.fone.answer_mode`).
+            The default since round 6: on the task suite (`eval_harness/results/suite`) the head helps where it forms the
             answer (sums, products, powers of ten) and the LM keeps what LoRA on digits does elsewhere, where
             `"all"` wrote every number through the head and lost everything it cannot form.
         fone_context_products (`bool`, defaults to None): with fone_head_input="context", the head may also write
             the product of two of its context numbers, or the quotient of one by another where it is exact and
             fits the digit places (``a * b``, ``x * 1000``, ``x / 100``), computed exactly in integers
             (`numadapter.methods.fone.pair_ops`); in answers mode such answers become [NUM] too. None (the default)
-            turns it on in answers mode and off with every number a [NUM] (`context_products`).
+            turns it on in answers mode and off with every number a [NUM] (`answer_mode.context_products`).
         fone_digit_answers (`float`, defaults to 0.5): in answers mode, the share of training examples whose
             answers stay in digits even where the head could form them (chosen by a hash of the text, so the same
             example always gets the same form). The LM then keeps writing numbers in digit tokens (what the base

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from numadapter.methods.fone.answer_mode import fone_numbers_in_effect
 from numadapter.schema import POSITIONS_FIELD
 
 __all__ = ["Coverage", "answers_mode", "combination_of", "fixed_point", "formable", "head_coverage", "warn_uncovered"]
@@ -95,8 +96,6 @@ def answers_mode(config: Any) -> bool:
     """Whether `config` (a `NumberAdapterConfig`) writes only formable answers as [NUM] (``encoding="fone"``,
     ``fone_numbers="answers"``, or ``"auto"`` on a causal LM: `numadapter.config.fone_numbers_in_effect`) and leaves
     every other number in the base tokenizer's digit tokens."""
-    from numadapter.config import fone_numbers_in_effect
-
     return config.encoding == "fone" and fone_numbers_in_effect(config) == "answers"
 
 

@@ -34,8 +34,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from numadapter.config import context_products
 from numadapter.data.head_coverage import fixed_point, formable
+from numadapter.methods.fone.answer_mode import context_products
 from numadapter.methods.fone.pair_ops import pair_formable
 from numadapter.numbers import ExactNumber, NumberOutOfRangeError, NumberSpan, find_numbers
 from numadapter.schema import SIDE_FIELDS as SIDE_KEYS

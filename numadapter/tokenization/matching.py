@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from numadapter.config import NumberAdapterConfig, context_products, fone_numbers_in_effect
+from numadapter.config import NumberAdapterConfig
 from numadapter.data.head_coverage import answers_mode
+from numadapter.methods.fone.answer_mode import context_products, fone_numbers_in_effect
 from numadapter.methods.registry import get_method
 
 __all__ = ["ANSWER_FIELDS", "MATCHED_FIELDS", "MATCHED_IDS", "check_tokenizer_matches", "tokenizer_mismatches"]

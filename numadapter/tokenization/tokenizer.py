@@ -56,9 +56,10 @@ import torch
 from tokenizers import AddedToken, Tokenizer
 from transformers import AutoTokenizer, BatchEncoding
 
-from numadapter.config import NumberAdapterConfig, fone_numbers_in_effect, marker_choice, with_legacy_defaults
+from numadapter.config import NumberAdapterConfig, marker_choice, with_legacy_defaults
 from numadapter.data.head_coverage import answers_mode
 from numadapter.methods.base import NumberMethod
+from numadapter.methods.fone.answer_mode import fone_numbers_in_effect
 from numadapter.methods.registry import get_method
 from numadapter.numbers import ExactNumber
 from numadapter.schema import GROUP_FIELD

@@ -74,9 +74,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from numadapter.config import context_products
 from numadapter.methods.base import NumberSettings
 from numadapter.methods.context import ContextNumbers
+from numadapter.methods.fone.answer_mode import context_products
 from numadapter.methods.fone.embedding import digits_to_strings, fone_features_from_digits, lower_fractions
 from numadapter.methods.fone.pair_ops import pair_count, pair_results
 
