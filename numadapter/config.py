@@ -184,9 +184,9 @@ class NumberAdapterConfig(LoraConfig):
             and a causal LM. `"all"`: every in-range number of the text. `"auto"` (the default): `"answers"` on a
             causal LM with the context head, `"all"` on an encoder-decoder (T5) or with another head; the
             architecture is known once `get_peft_model` sets ``task_type`` (`numadapter.methods.fone.answer_mode`).
-            The default since round 6: on the task suite (`eval_harness/results/suite`) the head helps where it forms the
-            answer (sums, products, powers of ten) and the LM keeps what LoRA on digits does elsewhere, where
-            `"all"` wrote every number through the head and lost everything it cannot form.
+            The default since round 6: on the task suite (`eval_harness/results/suite`) the head helps where it
+            forms the answer (sums, products, powers of ten) and the LM keeps what LoRA on digits does elsewhere,
+            where `"all"` wrote every number through the head and lost everything it cannot form.
         fone_context_products (`bool`, defaults to None): with fone_head_input="context", the head may also write
             the product of two of its context numbers, or the quotient of one by another where it is exact and
             fits the digit places (``a * b``, ``x * 1000``, ``x / 100``), computed exactly in integers
