@@ -30,6 +30,8 @@ DEFAULT_OUT = Path(__file__).parent / "results" / "pretrained_study"
 LINEAR = {"fone_head_input": "linear"}  # the head before the context head became the default ("auto" is "all" here)
 # the context head with numbers kept in digits (round 5's arms build on it)
 ANSWERS = {"number_lr_ratio": 10.0, "fone_head_input": "context", "fone_numbers": "answers"}
+# round 6: products, half the answers in digits, copies left to the LM (the library's defaults since round 6)
+TOOL = {**ANSWERS, "fone_context_products": True, "fone_digit_answers": 0.5, "fone_head_copies": False}
 COMMON = dict(int_digits=5, frac_digits=0, r=16, lora_alpha=32, lora_dropout=0.0, target_modules="all-linear")
 
 
@@ -114,10 +116,17 @@ ARMS: dict[str, Arm] = {
     "fone_tool_compute": Arm(
         "fone",
         1e-3,
-        {**ANSWERS, "fone_context_products": True, "fone_digit_answers": 0.5, "fone_head_copies": False},
+        TOOL,
         hypothesis="fone_tool_mix with copies left to the LM: the head writes only numbers "
         "it computes (a sum, a difference, a product, a quotient), so picking which number to repeat (maxmin, the "
         "operands of a scratchpad) stays with the digits that LoRA copies well",
+    ),
+    "fone_tool_eos": Arm(
+        "fone",
+        1e-3,
+        {**TOOL, "train_eos_row": False},
+        hypothesis="fone_tool_compute with the base's EOS row kept frozen: trained at 10x after one-token [NUM] "
+        "answers, it made the LM stop facts after one or two digits (' 6' for 60, ' 3' for 365)",
     ),
     "xval": Arm(
         "xval",
