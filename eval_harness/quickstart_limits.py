@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> None:
     for layer, heads in enumerate(entropy):
         print(f"  layer {layer}: {[round(h, 2) for h in heads]}")
     settings = dict(encoding="fone", int_digits=5, frac_digits=0, r=16, lora_alpha=32, lora_dropout=0.0,
-                    target_modules="all-linear")  # fmt: skip
+                    target_modules="all-linear", fone_numbers="all")  # fmt: skip
     settings.update(parse_settings(args.set))
     config = numadapter.NumberAdapterConfig(**settings)
     torch.manual_seed(0)

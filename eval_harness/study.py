@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_OUT = Path(__file__).parent / "results" / "pretrained_study"
-LINEAR = {"fone_head_input": "linear"}  # the head before the context head became the default
+LINEAR = {"fone_head_input": "linear"}  # the head before the context head became the default ("auto" is "all" here)
 # the context head with numbers kept in digits (round 5's arms build on it)
 ANSWERS = {"number_lr_ratio": 10.0, "fone_head_input": "context", "fone_numbers": "answers"}
 # round 6: products, half the answers in digits, copies left to the LM (the library's defaults since round 6)
@@ -76,19 +76,19 @@ ARMS: dict[str, Arm] = {
     "fone_context": Arm(
         "fone",
         1e-3,
-        {"number_lr_ratio": 10.0, "fone_head_input": "context"},
+        {"number_lr_ratio": 10.0, "fone_head_input": "context", "fone_numbers": "all"},
         hypothesis="head: the answer as a signed combination of the exact features of the numbers before it",
     ),
     "fone_context_r1": Arm(
         "fone",
         1e-3,
-        {"fone_head_input": "context"},
+        {"fone_head_input": "context", "fone_numbers": "all"},
         hypothesis="the context head with the number modules at LoRA's rate (number_lr_ratio 1)",
     ),
     "fone_context_ntl": Arm(
         "fone",
         1e-3,
-        {"fone_head_input": "context", "ntl_weight": 0.3},
+        {"fone_head_input": "context", "fone_numbers": "all", "ntl_weight": 0.3},
         hypothesis="the context head + NTL 0.3, expected over the combinations (as measured at 160ebf2; the head gets "
         "no NTL since)",
     ),
@@ -283,7 +283,7 @@ def _hidden_at(base: str, prompts: list[str], inputs: str) -> tuple[Any, Any]:
     if inputs == "fone":
         from numadapter import NumberAdapterConfig, NumberTokenizer, get_peft_model
 
-        config = NumberAdapterConfig(encoding="fone", **COMMON)
+        config = NumberAdapterConfig(encoding="fone", fone_numbers="all", **COMMON)
         torch.manual_seed(0)
         model = get_peft_model(model, config, tokenizer=tokenizer).eval()
         ntok = NumberTokenizer(tokenizer, config)

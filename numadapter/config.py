@@ -22,7 +22,7 @@ from numadapter.tuner.peft_type import config_peft_type
 FONE_PROJECTIONS = ("linear", "pad")
 FONE_HEAD_INPUTS = ("linear", "slice", "rotation", "context")
 FONE_HEAD_TARGETS = ("digit", "feature")
-FONE_NUMBERS = ("all", "answers")
+FONE_NUMBERS = ("auto", "all", "answers")
 SIGN_POLICIES = ("text", "feature")
 OUT_OF_RANGE_POLICIES = ("text", "error")
 XVAL_FORMS = ("auto", "affine", "multiplicative")
@@ -174,29 +174,36 @@ class NumberAdapterConfig(LoraConfig):
             (`eval_harness/results/pretrained_study`).
         fone_context_numbers (`int`, defaults to 4): with fone_head_input="context", how many of the latest numbers
             at or before a position the head may combine (1 to 6: the head scores all 3^K combinations).
-        fone_numbers (`str`, defaults to `"all"`): which numbers become [NUM] tokens. `"all"`: every in-range
-            number of the text. `"answers"`: every number stays the base's own digit tokens (the base reads the
-            text as in pretraining), and only an answer number that the context head can form (a signed combination
-            of the last `fone_context_numbers` numbers before it) is written as [NUM]; the digit-written numbers
-            are still the head's context (their exact values come from the tokenizer). Answers are the numbers at
-            or after the tokenizer's `answer_start` (the completion, when the trainers prepare prompt-completion
-            data); a prompt keeps its numbers in digits. Needs fone_head_input="context".
-        fone_context_products (`bool`, defaults to False): with fone_head_input="context", the head may also write
+        fone_numbers (`str`, defaults to `"auto"`): which numbers become [NUM] tokens. `"answers"`: every number
+            stays the base's own digit tokens (the base reads the text as in pretraining), and only an answer number
+            that the context head can form (a signed combination of the last `fone_context_numbers` numbers before
+            it, or with fone_context_products a product or exact quotient of two) is written as [NUM]; the
+            digit-written numbers are still the head's context (their exact values come from the tokenizer).
+            Answers are the numbers at or after the tokenizer's `answer_start` (the completion, when the trainers
+            prepare prompt-completion data); a prompt keeps its numbers in digits. Needs fone_head_input="context"
+            and a causal LM. `"all"`: every in-range number of the text. `"auto"` (the default): `"answers"` on a
+            causal LM with the context head, `"all"` on an encoder-decoder (T5) or with another head; the
+            architecture is known once `get_peft_model` sets ``task_type`` (`numadapter.methods.fone.answer_mode`).
+            The default since round 6: on the task suite (`eval_harness/results/suite`) the head helps where it
+            forms the answer (sums, products, powers of ten) and the LM keeps what LoRA on digits does elsewhere,
+            where `"all"` wrote every number through the head and lost everything it cannot form.
+        fone_context_products (`bool`, defaults to None): with fone_head_input="context", the head may also write
             the product of two of its context numbers, or the quotient of one by another where it is exact and
             fits the digit places (``a * b``, ``x * 1000``, ``x / 100``), computed exactly in integers
-            (`numadapter.methods.fone.pair_ops`); with fone_numbers="answers" such answers become [NUM] too.
-        fone_digit_answers (`float`, defaults to 0.0): with fone_numbers="answers", the share of training examples
-            whose answers stay in digits even where the head could form them (chosen by a hash of the text, so the
-            same example always gets the same form). The LM then keeps writing numbers in digit tokens (what the
-            base knew survives: with every answer a [NUM], the LM forgets how to write other numbers), and
-            generation writes [NUM] wherever a number starts, the LM gives [NUM] some probability there (at least
+            (`numadapter.methods.fone.pair_ops`); in answers mode such answers become [NUM] too. None (the default)
+            turns it on in answers mode and off with every number a [NUM] (`answer_mode.context_products`).
+        fone_digit_answers (`float`, defaults to 0.5): in answers mode, the share of training examples whose
+            answers stay in digits even where the head could form them (chosen by a hash of the text, so the same
+            example always gets the same form). The LM then keeps writing numbers in digit tokens (what the base
+            knew survives: with every answer a [NUM], the LM forgets how to write other numbers), and generation
+            writes [NUM] wherever a number starts, the LM gives [NUM] some probability there (at least
             `numadapter.generation.loop.TAKEOVER_NUM_PROBABILITY`: a number of the kind the head was trained to
             write) and the head forms it; digits otherwise.
-        fone_head_copies (`bool`, defaults to True): with fone_numbers="answers", whether an answer that repeats one
-            of the context numbers (a combination of one term, +1) is a [NUM] the head copies. False leaves copies to
-            the LM in digit tokens (it copies digits well), so the head writes only the numbers it computes: a sum,
-            a difference, a product or a quotient; in generation a [NUM] whose chosen combination is a copy is
-            written in digits instead.
+        fone_head_copies (`bool`, defaults to False): in answers mode, whether an answer that repeats one of the
+            context numbers (a combination of one term, +1) is a [NUM] the head copies. False (the default) leaves
+            copies to the LM in digit tokens (it copies digits well), so the head writes only the numbers it
+            computes: a sum, a difference, a product or a quotient; in generation a [NUM] whose chosen combination
+            is a copy is written in digits instead.
         fone_head_target (`str`, defaults to `"feature"`): where each digit 2-vector is trained to point.
             `"feature"`: at the answer's own FoNE feature for that place, phi(y, 10^(i+1)), which is the digit plus
             the lower digits read as a fraction; it is read back lowest place first, subtracting the lower digits
@@ -325,24 +332,28 @@ class NumberAdapterConfig(LoraConfig):
     fone_context_numbers: int = field(
         default=4, metadata={"help": "fone_head_input='context': the latest numbers the head may combine."}
     )
-    fone_numbers: Literal["all", "answers"] = field(
-        default="all",
+    fone_numbers: Literal["auto", "all", "answers"] = field(
+        default="auto",
         metadata={
-            "help": "Which numbers become [NUM]: every in-range number, or only the answers the context head can "
-            "form (every other number stays digit tokens).",
+            "help": "Which numbers become [NUM]: only the answers the context head can form, every other number "
+            "staying digit tokens ('answers'), every in-range number ('all'), or 'auto': 'answers' on a causal LM "
+            "with the context head, 'all' on an encoder-decoder or another head.",
             "choices": list(FONE_NUMBERS),
         },
     )
-    fone_context_products: bool = field(
-        default=False,
-        metadata={"help": "fone_head_input='context': also the product / exact quotient of two context numbers."},
+    fone_context_products: bool | None = field(
+        default=None,
+        metadata={
+            "help": "fone_head_input='context': also the product / exact quotient of two context numbers (None: on "
+            "in answers mode)."
+        },
     )
     fone_digit_answers: float = field(
-        default=0.0,
+        default=0.5,
         metadata={"help": "fone_numbers='answers': share of training examples whose answers stay in digits."},
     )
     fone_head_copies: bool = field(
-        default=True,
+        default=False,
         metadata={"help": "fone_numbers='answers': an answer that repeats a context number is a [NUM] (or digits)."},
     )
     fone_head_target: Literal["digit", "feature"] = field(
@@ -473,8 +484,11 @@ class NumberAdapterConfig(LoraConfig):
                 f"before them, but fone_head_input={self.fone_head_input!r} forms none: set fone_head_input='context' "
                 "(the default), or fone_numbers='all'."
             )
-        if not isinstance(self.fone_context_products, bool):
-            raise ValueError(f"`fone_context_products` must be True or False, got {self.fone_context_products!r}.")
+        if self.fone_context_products is not None and not isinstance(self.fone_context_products, bool):
+            raise ValueError(
+                f"`fone_context_products` must be True, False or None (on in answers mode), got "
+                f"{self.fone_context_products!r}."
+            )
         if self.encoding == "fone" and self.fone_context_products and self.fone_head_input != "context":
             raise ValueError(
                 "fone_context_products=True lets the context head multiply or divide the numbers before the answer, "

@@ -9,7 +9,7 @@ import pytest
 import torch
 from helpers.paths import ROOT
 
-from numadapter.generation import numbers_of
+from numadapter.generation import generate as numadapter_generate
 
 README = ROOT / "README.md"
 
@@ -75,21 +75,24 @@ def test_chat_block_trains_on_messages_and_generates_numbers(capsys):
     ntok, model, inputs, reply = namespace["ntok"], namespace["model"], namespace["inputs"], namespace["reply"]
     text = ntok.apply_chat_template(namespace["chat"], tokenize=False, add_generation_prompt=True)
     assert "<|im_start|>user\nWhat is 12 + 30?<|im_end|>" in text and text.endswith("<|im_start|>assistant\n")
-    assert inputs["number_texts"] == [["12", "30"]]  # numbers in: two [NUM] in the encoded conversation
-    assert inputs["input_ids"][0].tolist().count(ntok.num_token_id) == 2
+    # numbers in: the conversation keeps 12 and 30 in digits, their values at their last tokens (the head's context)
+    assert inputs["number_texts"] == [[]] and ntok.num_token_id not in inputs["input_ids"][0].tolist()
+    rows = inputs["num_mask"][0].nonzero().flatten()
+    assert inputs["num_mask"][0, rows].tolist() == [2, 2] and inputs["num_values"][0, rows].tolist() == [12.0, 30.0]
     plain = ntok(text, add_special_tokens=False, return_tensors="pt")  # the template's text encoded directly
     again = model.generate(**plain, max_new_tokens=4)
     assert torch.equal(again, reply)
-    generated = numbers_of(reply).numbers[0]
-    assert generated, f"the chat model wrote no number: {ntok.batch_decode(reply)}"  # numbers out
     start = inputs["input_ids"].shape[1]
-    new = reply[0, start:].tolist()
-    assert new.count(ntok.num_token_id) == len(generated)
     shown = ntok.batch_decode(reply[:, start:])
-    pieces = [ntok.tokenizer.decode([t], skip_special_tokens=True) for t in new]
-    by_hand = "".join(str(generated.pop(0)) if t == ntok.num_token_id else p for t, p in zip(new, pieces))
-    assert shown == [by_hand] and ntok.config.num_token not in shown[0]
-    assert str(shown) in capsys.readouterr().out
+    assert str(shown) in capsys.readouterr().out and ntok.config.num_token not in shown[0]
+    written = numadapter_generate(
+        model, ntok, [text], max_new_tokens=4, return_dict=True
+    )  # every number of the completion, [NUM] or digits
+    assert written.completions == shown and written.numbers[0], (
+        f"the chat model wrote no number: {shown}"
+    )  # numbers out
+    heads = [n for n, c in zip(written.numbers[0], written.confidences[0]) if c is not None]
+    assert reply[0, start:].tolist().count(ntok.num_token_id) == len(heads)
 
 
 def test_ntl_block_trains_a_plain_sft_trainer_and_logs_both_losses():

@@ -169,7 +169,8 @@ def _number_config(
     from numadapter import NumberAdapterConfig
     from numadapter.methods.xval.embedding import fit_normalization
 
-    settings: dict[str, Any] = {"int_digits": places[0], "frac_digits": places[1]}
+    # the papers' setting: every number a [NUM] (the library's default since round 6 keeps numbers in digits)
+    settings: dict[str, Any] = {"int_digits": places[0], "frac_digits": places[1], "fone_numbers": "all"}
     settings.update(method.adapter_settings(regime, product))
     settings.update(overrides)
     if settings["encoding"] == "xval" and "xval_scale" not in settings:

@@ -70,7 +70,7 @@ def build(hidden: int, layers: int, encoding: str, rank: int, tokenizer_dir: str
     )  # fmt: skip
     torch.manual_seed(0)
     base = LlamaForCausalLM(config).eval()
-    settings = dict(aggregate=True) if encoding == "digits" else {}
+    settings = dict(aggregate=True) if encoding == "digits" else {"fone_numbers": "all"}  # every number a [NUM]
     adapter_config = NumberAdapterConfig(
         encoding=encoding, r=rank, lora_alpha=2 * rank, target_modules=["q_proj", "v_proj"], **settings
     )

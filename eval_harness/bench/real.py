@@ -49,7 +49,7 @@ import torch
 from eval_harness.bench.common import write_json
 
 SIDES = ("lora", "fone")
-METHODS = {"lora": "lora", "fone": "fone_context"}  # each side's harness arm: FoNE as the library's defaults build it
+METHODS = {"lora": "lora", "fone": "fone_context"}  # each side's harness arm: FoNE with every number a [NUM]
 TASK = "quickstart_add"
 
 

@@ -117,7 +117,12 @@ def build_encoders(workdir: str, sign_policy: str = "text", places: tuple[int, i
     digits = scratch_tokenizer("digits", f"{workdir}/digits")
     subword = scratch_tokenizer("subword", f"{workdir}/subword")
     config = NumberAdapterConfig(
-        encoding="fone", int_digits=places[0], frac_digits=places[1], sign_policy=sign_policy, out_of_range="text"
+        encoding="fone",
+        int_digits=places[0],
+        frac_digits=places[1],
+        sign_policy=sign_policy,
+        out_of_range="text",
+        fone_numbers="all",  # one [NUM] per number: what the table counts
     )
     base = scratch_tokenizer("digits", f"{workdir}/fone")  # its own copy: NumberTokenizer adds [NUM] to it
     for tokenizer in (digits, subword, base):

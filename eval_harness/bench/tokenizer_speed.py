@@ -91,7 +91,8 @@ def run(
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_path) if tokenizer_path else train_tokenizer()
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    ntok = NumberTokenizer(tokenizer, NumberAdapterConfig(encoding=encoding, int_digits=8, frac_digits=4))
+    config = NumberAdapterConfig(encoding=encoding, int_digits=8, frac_digits=4, fone_numbers="all")
+    ntok = NumberTokenizer(tokenizer, config)
     kwargs = {"padding": padding, "return_tensors": return_tensors}
     sides = {"raw": tokenizer, "numadapter": ntok}
     for _ in range(warmup):

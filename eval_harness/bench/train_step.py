@@ -61,7 +61,9 @@ def build_models(
         "lora_tokens": peft.get_peft_model(copy.deepcopy(base), tokens),
     }
     marker = dict(num_token_id=vocab) if encoding != "digits" else dict(agg_token_id=vocab, aggregate=True)
-    number = NumberAdapterConfig(encoding=encoding, digit_token_ids=list(range(10)), xval_scale=1e8, **marker, **lora)
+    number = NumberAdapterConfig(
+        encoding=encoding, digit_token_ids=list(range(10)), xval_scale=1e8, fone_numbers="all", **marker, **lora
+    )
     models["numadapter"] = peft.get_peft_model(copy.deepcopy(base), number)
     for model in models.values():
         model.train()

@@ -8,8 +8,9 @@ How to run it (from the repository root)::
     python -m eval_harness.suite report                                # README.md, bars.png, curves.png
     python -m eval_harness.suite coverage                              # what the context head can form, per family
 
-``run`` trains each arm (default: ``lora_digits``, ``digits_ntl``, ``fone_context`` = FoNE as the library builds it,
-the context head, and ``xval``; any arm of `eval_harness.study.ARMS`) on each family with
+``run`` trains each arm (default: ``lora_digits``, ``digits_ntl``, ``fone_tool_compute`` = FoNE as the library builds
+it since round 6, its default settings written out (numbers in digits, the head for the answers it computes), and
+``xval``; any arm of `eval_harness.study.ARMS`) on each family with
 `eval_harness.study.run_arm`: `NumberAdapterConfig` -> `numadapter.get_peft_model` -> `NumberTokenizer` ->
 `NumberSFTTrainer` -> `numadapter.evaluation.generate_answers`. Every arm gets the same training seconds
 (``--seconds``, default 300: training stops at the first step past the budget, scoring excluded) or the same

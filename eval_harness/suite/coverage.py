@@ -28,12 +28,14 @@ def family_coverage(name: str, tokenizer: Any, n: int = 200, seed: int = 0) -> d
     from numadapter.schema import KIND_FIELD, POSITIONS_FIELD
 
     found = FAMILIES[name]
-    config = NumberAdapterConfig(encoding="fone", int_digits=found.int_digits, frac_digits=found.frac_digits)
+    config = NumberAdapterConfig(encoding="fone", int_digits=found.int_digits, frac_digits=found.frac_digits,
+                                 fone_numbers="all")  # fmt: skip
     _, held = family_rows(name, 0, n, seed)
     prepared = prepare_dataset(datasets.Dataset.from_list(held), NumberTokenizer(tokenizer, config))
     coverage = head_coverage(prepared, COUNT, limit=n)
     tool = NumberAdapterConfig(encoding="fone", int_digits=found.int_digits, frac_digits=found.frac_digits,
-                               fone_numbers="answers", fone_context_products=True)  # fmt: skip
+                               fone_numbers="answers", fone_context_products=True, fone_digit_answers=0.0,
+                               fone_head_copies=True)  # every answer the head can form, copies included  # fmt: skip
     as_tool = prepare_dataset(datasets.Dataset.from_list(held), NumberTokenizer(tokenizer, tool))
     answers = heads = 0
     for row in as_tool:  # the completion's numbers, and those written as [NUM] (kind 1): the head forms them

@@ -15,7 +15,7 @@ from typing import Any
 from eval_harness.suite.families import FAMILIES, family, family_rows
 
 DEFAULT_OUT = Path(__file__).parent.parent / "results" / "suite"
-DEFAULT_ARMS = ("lora_digits", "digits_ntl", "fone_context", "xval")
+DEFAULT_ARMS = ("lora_digits", "digits_ntl", "fone_tool_compute", "xval")
 STEP_CAP = 100_000  # the step cap of a time-budgeted run: the budget always stops it first
 
 

@@ -172,7 +172,8 @@ def tour(text: str = DEMO_TEXT, out: str | None = None, print_fn=print) -> dict[
         print_fn(f"\nA Llama-3-style tokenizer cuts them into digit groups ({len(raw_ids)} tokens):")
         print_fn("  " + " | ".join(base.convert_ids_to_tokens(raw_ids)).replace("\u0120", "_"))
 
-        config = NumberAdapterConfig(encoding="fone", int_digits=30, frac_digits=4)
+        # every number a [NUM], to show them all (the default writes as [NUM] only answers the head computes)
+        config = NumberAdapterConfig(encoding="fone", int_digits=30, frac_digits=4, fone_numbers="all")
         ntok = NumberTokenizer(base, config)
         enc = ntok(text, add_special_tokens=False)
         ids = enc["input_ids"]

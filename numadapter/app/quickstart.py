@@ -10,8 +10,10 @@ What it does, in order (nothing is downloaded):
    `numadapter.training.sft.NumberSFTTrainer` on "a + b =" -> " c" with 3-4 digit operands (`addition_examples`):
    - LoRA only: numbers stay the base's digit tokens (``NumberAdapterConfig(encoding="digits")`` without [AGG] or
      NTL, which is plain LoRA) and the LM head writes the answer digit by digit;
-   - FoNE + LoRA: each number is one [NUM] token carrying Fourier features; the digit head writes the answer.
-   Under a wall-time budget the steps each reaches differ: a FoNE step is shorter (one token per number).
+   - FoNE + LoRA with the library's defaults: the numbers stay the base's digit tokens, their exact values beside
+     them, and an answer the context head computes from the numbers before it (here their sum) is one [NUM] token
+     that the digit head writes (half of the training answers stay in digits, ``fone_digit_answers``).
+   Under a wall-time budget the steps each reaches differ (a [NUM] answer is one token instead of one per digit).
 3. The curve: exact match on the held-out problems (pairs never seen in training) after each quarter of the budget
    (`CURVE_POINTS`), scored outside the training time. Then a before/after table (exact match and mean absolute
    error of the generated answer, `numadapter.evaluation.answer_metrics`; trainable parameters, steps, training
@@ -41,7 +43,7 @@ __all__ = ["REAL", "run_quickstart"]
 
 
 # The default: the real checkpoint (numadapter.smollm2_path()), each adapter given the same wall time; the steps
-# each reaches differ (a FoNE step is shorter: one token per number). finetune_steps only caps a very fast machine.
+# each reaches differ (a [NUM] answer is one token, not one per digit). finetune_steps only caps a very fast machine.
 REAL = TinySpec(hidden=0, layers=0, heads=0, pretrain_steps=0, finetune_steps=5000, batch_size=32,
                 train_examples=8000, eval_examples=200, learning_rate=1e-3, rank=16, budget_seconds=160.0,
                 number_lr_ratio=10.0)  # fmt: skip
@@ -225,7 +227,7 @@ def summary(results: list[Result], spec: TinySpec, model: str | None) -> list[st
     lora, fone = results
     lines = []
     if spec.budget_seconds:
-        why = " (one token per number makes a FoNE step shorter)" if fone.steps > lora.steps else ""
+        why = " (a [NUM] answer is one token instead of one per digit)" if fone.steps > lora.steps else ""
         lines.append(
             f"Same wall time for both ({spec.budget_seconds:.0f} s of training each): FoNE + LoRA took {fone.steps} "
             f"steps, LoRA only {lora.steps}{why}."
@@ -233,7 +235,7 @@ def summary(results: list[Result], spec: TinySpec, model: str | None) -> list[st
     elif lora.seconds > 0 and fone.seconds > 0:
         why = ""
         if fone.seconds < 0.9 * lora.seconds:
-            why = ": each number is one token instead of one per digit, so sequences are shorter"
+            why = ": a [NUM] is one token instead of one per digit, so sequences are shorter"
         lines.append(
             f"FoNE + LoRA took {fone.seconds:.0f} s for its {fone.steps} steps against {lora.seconds:.0f} s "
             f"for LoRA only{why}."

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from numadapter.methods.fone.answer_mode import fone_numbers_in_effect
 from numadapter.schema import POSITIONS_FIELD
 
 __all__ = ["Coverage", "answers_mode", "combination_of", "fixed_point", "formable", "head_coverage", "warn_uncovered"]
@@ -93,8 +94,9 @@ def formable(context: Sequence[int], target: int) -> bool:
 
 def answers_mode(config: Any) -> bool:
     """Whether `config` (a `NumberAdapterConfig`) writes only formable answers as [NUM] (``encoding="fone"``,
-    ``fone_numbers="answers"``) and leaves every other number in the base tokenizer's digit tokens."""
-    return config.encoding == "fone" and getattr(config, "fone_numbers", "all") == "answers"
+    ``fone_numbers="answers"``, or ``"auto"`` on a causal LM: `numadapter.config.fone_numbers_in_effect`) and leaves
+    every other number in the base tokenizer's digit tokens."""
+    return config.encoding == "fone" and fone_numbers_in_effect(config) == "answers"
 
 
 def head_coverage(dataset: Any, count: int, limit: int = 2000) -> Coverage:

@@ -420,9 +420,13 @@ def prepare_dataset(
         The tokenized dataset (original columns removed).
 
     Raises:
-        ValueError: `seq2seq` with ``fone_numbers="answers"`` (causal LMs only for now).
+        ValueError: `seq2seq` with ``fone_numbers="answers"`` (causal LMs only for now). With ``"auto"`` and no
+            ``task_type`` yet, `seq2seq` sets the tokenizer config's ``task_type`` to ``"SEQ_2_SEQ_LM"`` (as
+            `numadapter.get_peft_model` does for T5), which makes it ``"all"``.
     """
     config = tokenizer.config
+    if seq2seq and getattr(config, "fone_numbers", "all") == "auto" and config.task_type is None:
+        config.task_type = "SEQ_2_SEQ_LM"  # what get_peft_model sets for T5: fone_numbers='auto' is 'all' there
     if seq2seq and answers_mode(config):
         raise ValueError(
             "prepare_dataset(seq2seq=True) got a tokenizer with fone_numbers='answers', which is for causal LMs for "

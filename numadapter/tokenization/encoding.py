@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from numadapter.data.head_coverage import fixed_point, formable
+from numadapter.methods.fone.answer_mode import context_products
 from numadapter.methods.fone.pair_ops import pair_formable
 from numadapter.numbers import ExactNumber, NumberOutOfRangeError, NumberSpan, find_numbers
 from numadapter.schema import SIDE_FIELDS as SIDE_KEYS
@@ -295,7 +296,7 @@ class NumberEncoding:
             return False
         if formable(context, value):
             return True
-        return bool(getattr(cfg, "fone_context_products", False)) and pair_formable(context, value, cfg.frac_digits)
+        return context_products(cfg) and pair_formable(context, value, cfg.frac_digits)
 
     def _substitute_answers(
         self, index: int, text: str, answer_start: int | None, left: list[NumberSpan] | None = None

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from numadapter.config import NumberAdapterConfig
+from numadapter.data.head_coverage import answers_mode
+from numadapter.methods.fone.answer_mode import context_products, fone_numbers_in_effect
 from numadapter.methods.registry import get_method
 
 __all__ = ["ANSWER_FIELDS", "MATCHED_FIELDS", "MATCHED_IDS", "check_tokenizer_matches", "tokenizer_mismatches"]
@@ -36,9 +38,14 @@ def tokenizer_mismatches(ntok: Any, config: Any) -> dict[str, tuple[Any, Any]]:
     mine = ntok.config
     same = mine.encoding == config.encoding
     fields = MATCHED_FIELDS + (tuple(get_method(config).matched_fields(config)) if same else ())
-    if same and mine.encoding == "fone" and "answers" in (mine.fone_numbers, getattr(config, "fone_numbers", "all")):
+    if same and mine.encoding == "fone" and (answers_mode(mine) or answers_mode(config)):
         fields += ANSWER_FIELDS
-    differ = {name: (getattr(mine, name), getattr(config, name)) for name in fields}
+
+    def value(cfg: Any, name: str) -> Any:  # as in effect: fone_numbers 'auto', fone_context_products None
+        in_effect = {"fone_numbers": fone_numbers_in_effect, "fone_context_products": context_products}
+        return in_effect[name](cfg) if name in in_effect else getattr(cfg, name)
+
+    differ = {name: (value(mine, name), value(config, name)) for name in fields}
     differ = {name: pair for name, pair in differ.items() if pair[0] != pair[1]}
     for name in MATCHED_IDS:
         theirs, ours = getattr(config, name, None), getattr(ntok, name, None)

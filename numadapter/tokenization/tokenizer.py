@@ -56,9 +56,10 @@ import torch
 from tokenizers import AddedToken, Tokenizer
 from transformers import AutoTokenizer, BatchEncoding
 
-from numadapter.config import NumberAdapterConfig, marker_choice
+from numadapter.config import NumberAdapterConfig, marker_choice, with_legacy_defaults
 from numadapter.data.head_coverage import answers_mode
 from numadapter.methods.base import NumberMethod
+from numadapter.methods.fone.answer_mode import fone_numbers_in_effect
 from numadapter.methods.registry import get_method
 from numadapter.numbers import ExactNumber
 from numadapter.schema import GROUP_FIELD
@@ -455,6 +456,8 @@ class NumberTokenizer(NumberEncoding, NumberDecoding, TransformersOptions):
         os.makedirs(path, exist_ok=True)
         self.tokenizer.save_pretrained(path)
         settings = {name: getattr(self.config, name) for name in SAVED_FIELDS}
+        if settings["fone_numbers"] == "auto" and self.config.task_type is not None:  # the architecture decided it
+            settings["fone_numbers"] = fone_numbers_in_effect(self.config)
         settings.update(num_token_id=self.num_token_id, agg_token_id=self.agg_token_id)
         with open(os.path.join(path, CONFIG_NAME), "w", encoding="utf-8") as f:
             json.dump(settings, f, indent=2, sort_keys=True)
@@ -472,10 +475,15 @@ class NumberTokenizer(NumberEncoding, NumberDecoding, TransformersOptions):
 
         settings = read_json(file, "save the NumberTokenizer again with NumberTokenizer.save_pretrained")
         saved_ids = {k: settings.pop(k, None) for k in ("num_token_id", "agg_token_id")}
+        # a field saved before it existed meant its old default (fone_numbers: 'all', every number a [NUM])
+        settings.update({k: v for k, v in with_legacy_defaults(settings).items() if k in SAVED_FIELDS})
         if config is None:
             config = NumberAdapterConfig(**{k: v for k, v in settings.items() if k in SAVED_FIELDS})
         else:
             differ = {k: (v, getattr(config, k)) for k, v in settings.items() if getattr(config, k, v) != v}
+            saved_mode = settings.get("fone_numbers", "auto")
+            if saved_mode == "auto" or saved_mode == fone_numbers_in_effect(config):  # 'auto' takes the config's
+                differ.pop("fone_numbers", None)
             if differ:
                 raise ValueError(
                     f"The given config disagrees with {file} on {differ} (saved, given): pass a matching config or "

@@ -39,7 +39,9 @@ def _fone_codec(tokenizer, int_digits: int = 4, frac_digits: int = 3, **settings
     from numadapter.config import NumberAdapterConfig
     from numadapter.tokenization import NumberTokenizer
 
-    config = NumberAdapterConfig(encoding="fone", int_digits=int_digits, frac_digits=frac_digits, **settings)
+    config = NumberAdapterConfig(
+        encoding="fone", fone_numbers="all", int_digits=int_digits, frac_digits=frac_digits, **settings
+    )
     ntok = NumberTokenizer(tokenizer, config)
     return Codec(ntok.tokenizer, ntok, ntok, side=True, places=config.num_places), ntok, config
 

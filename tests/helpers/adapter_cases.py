@@ -109,7 +109,7 @@ def make_config(case: Case, **overrides) -> NumberAdapterConfig:
         target_modules=TARGETS[case.family],
     )
     if case.encoding == "fone":
-        settings["sign_policy"] = "feature"
+        settings.update(sign_policy="feature", fone_numbers="all")  # every number a [NUM]: the machinery under test
     if case.encoding == "xval":
         settings["xval_scale"] = 10.0  # every number of the test texts normalises into [-5, 5]
     if case.encoding == "digits":

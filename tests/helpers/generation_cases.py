@@ -44,7 +44,7 @@ def build(store, family: str, encoding: str, dtype: torch.dtype = torch.float32,
         init_lora_weights=False,
     )
     if encoding == "fone":
-        settings["sign_policy"] = "feature"
+        settings.update(sign_policy="feature", fone_numbers="all")  # every number a [NUM] unless a test says otherwise
     if encoding == "digits":
         settings["aggregate"] = True
     settings.update(overrides)

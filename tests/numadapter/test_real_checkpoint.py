@@ -29,7 +29,7 @@ from numadapter.training.sft import NumberSFTTrainer
 from numadapter.tuner.patches import base_weight
 
 SETTINGS = {
-    "fone": {"encoding": "fone", "int_digits": 6, "frac_digits": 2},
+    "fone": {"encoding": "fone", "int_digits": 6, "frac_digits": 2, "fone_numbers": "all"},
     "xval": {"encoding": "xval", "int_digits": 6, "frac_digits": 2, "xval_scale": 1000.0},
     "digits": {"encoding": "digits"},
     "digits-agg-ntl": {"encoding": "digits", "aggregate": True, "int_digits": 6, "frac_digits": 2, "ntl_weight": 0.3,

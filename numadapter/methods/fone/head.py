@@ -76,6 +76,7 @@ from torch import nn
 
 from numadapter.methods.base import NumberSettings
 from numadapter.methods.context import ContextNumbers
+from numadapter.methods.fone.answer_mode import context_products
 from numadapter.methods.fone.embedding import digits_to_strings, fone_features_from_digits, lower_fractions
 from numadapter.methods.fone.pair_ops import pair_count, pair_results
 
@@ -230,7 +231,7 @@ class FoNEDigitHead(nn.Module):
                 self.proj.bias.copy_(torch.tensor([1.0, 0.0]).repeat(self.num_places))
             grid = torch.cartesian_prod(*[torch.arange(3)] * self.context_numbers)  # (3^K, K)
             self.register_buffer("combinations", grid.reshape(-1, self.context_numbers), persistent=False)
-            self.products = bool(getattr(config, "fone_context_products", False))
+            self.products = context_products(config)
             if self.products:  # operation logits: the signed sum, then each product / quotient of two numbers
                 self.operations = nn.Linear(hidden_size, 1 + pair_count(self.context_numbers))
                 with torch.no_grad():  # a fresh head prefers the sum (its combination of nothing: the read-out)

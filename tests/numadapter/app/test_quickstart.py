@@ -109,7 +109,7 @@ def test_summary_reads_the_measured_numbers():
     timed = summary([result("LoRA only", 180.0, 0.3, 9.0, 40), result("FoNE + LoRA", 180.0, 0.3, 9.0, 100)], REAL, "m")
     budget = f"Same wall time for both ({REAL.budget_seconds:.0f} s of training each): FoNE + LoRA took 100 steps"
     assert timed[0].startswith(budget)
-    assert timed[0].endswith("LoRA only 40 (one token per number makes a FoNE step shorter).")
+    assert timed[0].endswith("LoRA only 40 (a [NUM] answer is one token instead of one per digit).")
     assert timed[1] == "Exact match is a tie: 30.0% each."
     slower = summary([result("LoRA only", 180.0, 0.3, 9.0, 40), result("FoNE + LoRA", 180.0, 0.3, 9.0, 30)], REAL, "m")
     assert slower[0].endswith("LoRA only 40.")  # no speed explanation when FoNE took fewer steps

@@ -81,7 +81,7 @@ def test_head_batches_give_the_models_loss_on_the_cut_prompt(tmp_path):
     path = str(tmp_path / "base")
     build_tiny_base(path, SPEC, seed=0, print_fn=lambda line: None)
     tokenizer = AutoTokenizer.from_pretrained(path)
-    config = numadapter.NumberAdapterConfig(encoding="fone", int_digits=4, frac_digits=0, r=4,
+    config = numadapter.NumberAdapterConfig(encoding="fone", int_digits=4, frac_digits=0, r=4, fone_numbers="all",
                                             target_modules=["q_proj"], init_lora_weights=False)  # fmt: skip
     torch.manual_seed(0)
     model = numadapter.get_peft_model(AutoModelForCausalLM.from_pretrained(path), config, tokenizer=tokenizer)

@@ -12,6 +12,7 @@ import datasets
 import pytest
 import torch
 from helpers import tiny
+from helpers.answers_cases import SUMS_ONLY
 
 from numadapter.config import NumberAdapterConfig
 from numadapter.data import prepare_dataset
@@ -39,7 +40,7 @@ def base_tokenizer(kind: str):
 
 
 def make(kind: str = "llama3", **settings) -> NumberTokenizer:
-    settings = {"encoding": "fone", "int_digits": 4, "frac_digits": 2, "fone_numbers": "answers", **settings}
+    settings = {"encoding": "fone", "int_digits": 4, "frac_digits": 2, **SUMS_ONLY, **settings}
     return NumberTokenizer(tiny.copy_tokenizer(base_tokenizer(kind)), NumberAdapterConfig(**settings))
 
 

@@ -32,7 +32,7 @@ def base_tokenizer(kind: str):
 
 
 def make(kind: str = "digits", encoding: str = "fone", **settings) -> NumberTokenizer:
-    config = NumberAdapterConfig(encoding=encoding, int_digits=4, frac_digits=2, **settings)
+    config = NumberAdapterConfig(encoding=encoding, int_digits=4, frac_digits=2, **{"fone_numbers": "all", **settings})
     return NumberTokenizer(tiny.copy_tokenizer(base_tokenizer(kind)), config)
 
 

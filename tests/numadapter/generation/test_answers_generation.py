@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 from helpers.adapter_cases import Store
+from helpers.answers_cases import SUMS_ONLY
 from helpers.generation_cases import PROMPTS, build, copy_latest_number, encourage_numbers, output_rows
 
 from numadapter.generation import generate
@@ -24,7 +25,7 @@ def store(tmp_path_factory) -> Store:
 def copier(store):
     """A random llama whose context head writes the latest number before it, and which emits [NUM] and digits."""
     torch.manual_seed(0)  # the random LoRA weights: each test's model does not depend on the tests before it
-    model, ntok = build(store, "llama", "fone", fone_numbers="answers")
+    model, ntok = build(store, "llama", "fone", **SUMS_ONLY)
     copy_latest_number(model)
     encourage_numbers(model, ntok, PROMPTS[:6])
     return model, ntok
@@ -35,7 +36,7 @@ def writer(store):
     """The same copier, whose digit token '5' scores almost as high as [NUM]: sampled among the top 2, it writes
     numbers in digits between its [NUM]s."""
     torch.manual_seed(0)  # the random LoRA weights: each test's model does not depend on the tests before it
-    model, ntok = build(store, "llama", "fone", fone_numbers="answers")
+    model, ntok = build(store, "llama", "fone", **SUMS_ONLY)
     copy_latest_number(model)
     encourage_numbers(model, ntok, PROMPTS[:6])
     five = ntok.tokenizer.convert_tokens_to_ids("5")
@@ -148,7 +149,7 @@ def test_a_num_the_head_cannot_form_is_written_in_digits(store):
     """Where the head combines no number (all coefficients 0: its read-out alone), the adapter writes the number in
     digit tokens: the [NUM] the LM preferred is ruled out and the next best token is taken, as the base would."""
     torch.manual_seed(0)  # the random LoRA weights: each test's model does not depend on the tests before it
-    model, ntok = build(store, "llama", "fone", fone_numbers="answers")
+    model, ntok = build(store, "llama", "fone", **SUMS_ONLY)
     copy_latest_number(model)
     encourage_numbers(model, ntok, PROMPTS[:6])
     wanted = generate(model, ntok, PROMPTS[:6], max_new_tokens=6, return_dict=True)
@@ -173,7 +174,7 @@ def test_products_are_written_exactly_and_their_answers_become_num(store):
     from numadapter.methods.fone.pair_ops import pair_list
 
     torch.manual_seed(0)
-    model, ntok = build(store, "llama", "fone", fone_numbers="answers", fone_context_products=True)
+    model, ntok = build(store, "llama", "fone", **{**SUMS_ONLY, "fone_context_products": True})
     copy_latest_number(model)
     encourage_numbers(model, ntok, PROMPTS[:6])
     head = model.base_model.number_modules["default"].head
@@ -187,7 +188,7 @@ def test_products_are_written_exactly_and_their_answers_become_num(store):
     assert heads[1] and abs(heads[1][0].to_float()) == 1999.0, out.completions
     enc = ntok("431 * 7 = 3017", answer_start=9, return_tensors="pt")
     assert enc["number_texts"] == [["3017"]] and (enc["num_mask"] == 2).sum() == 2
-    plain, _ = build(store, "llama", "fone", fone_numbers="answers")
+    plain, _ = build(store, "llama", "fone", **SUMS_ONLY)
     assert plain.peft_config["default"].fone_context_products is False
 
 
@@ -195,7 +196,7 @@ def test_with_digit_answers_a_number_the_head_forms_is_written_as_num(store):
     """fone_digit_answers > 0: the LM learned both forms, so where it starts a number in digits and the head forms
     that number, [NUM] is written instead; where the head forms none (no number before it) the digits stay."""
     torch.manual_seed(0)
-    model, ntok = build(store, "llama", "fone", fone_numbers="answers", fone_digit_answers=0.5)
+    model, ntok = build(store, "llama", "fone", **{**SUMS_ONLY, "fone_digit_answers": 0.5})
     copy_latest_number(model)
     encourage_numbers(model, ntok, PROMPTS[:6])
     five, num = ntok.tokenizer.convert_tokens_to_ids("5"), ntok.num_token_id
@@ -230,7 +231,7 @@ def test_without_head_copies_a_copy_is_written_in_digits_and_a_sum_as_num(store,
     chosen combination is a copy of one number (the copier), the row writes its number in digits instead, whether
     the LM chose [NUM] or started digits (fone_digit_answers)."""
     torch.manual_seed(0)
-    settings = {"fone_numbers": "answers", "fone_head_copies": False, "fone_digit_answers": digit_answers}
+    settings = {**SUMS_ONLY, "fone_head_copies": False, "fone_digit_answers": digit_answers}
     model, ntok = build(store, "llama", "fone", **settings)
     head = model.base_model.number_modules["default"].head
     count = head.context_numbers

@@ -25,7 +25,9 @@ NEW = 6
 @pytest.fixture(scope="module")
 def real():
     tokenizer = real_tokenizer()
-    config = NumberAdapterConfig(encoding="fone", int_digits=4, frac_digits=0, target_modules=["q_proj", "v_proj"])
+    config = NumberAdapterConfig(
+        encoding="fone", int_digits=4, frac_digits=0, target_modules=["q_proj", "v_proj"], fone_numbers="all"
+    )
     model = get_peft_model(real_base(), config, tokenizer=tokenizer).eval()
     return model, NumberTokenizer(tokenizer, config), tokenizer
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers.answers_cases import SUMS_ONLY
 from helpers.strategies import TEXT  # random texts of words and numbers (signs, decimals, thousands separators)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -21,7 +22,7 @@ ANSWER = PROMPT + " 357 and 4140 ok"  # 357 = 12 + 345 (formable); 4140 = 12 * 3
 
 
 def make(kind: str, tmp_path, **settings) -> NumberTokenizer:
-    settings = {"encoding": "fone", "int_digits": 4, "frac_digits": 2, "fone_numbers": "answers", **settings}
+    settings = {"encoding": "fone", "int_digits": 4, "frac_digits": 2, **SUMS_ONLY, **settings}
     tok = toy.build_tokenizer(kind, tmp_path / f"tok-{kind}")
     return NumberTokenizer(tok, NumberAdapterConfig(**settings))
 
@@ -259,7 +260,7 @@ def test_save_and_load_keep_fone_numbers_and_a_mismatched_config_is_refused(tmp_
     assert loaded(ANSWER, answer_start=len(PROMPT))["input_ids"] == ntok(ANSWER, answer_start=len(PROMPT))["input_ids"]
     from numadapter.tokenization.matching import tokenizer_mismatches
 
-    other = NumberAdapterConfig(encoding="fone", int_digits=4, frac_digits=2)
+    other = NumberAdapterConfig(encoding="fone", fone_numbers="all", int_digits=4, frac_digits=2)
     assert tokenizer_mismatches(ntok, other) == {"fone_numbers": ("answers", "all"), "fone_context_numbers": (3, 4)}
     assert tokenizer_mismatches(make("llama3", tmp_path, fone_numbers="all"), other) == {}
 

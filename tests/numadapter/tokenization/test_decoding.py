@@ -18,7 +18,9 @@ from numadapter.tokenization import NumberTokenizer
 
 @pytest.fixture(scope="module", params=["text", "feature"])
 def ntok(request, tmp_path_factory) -> NumberTokenizer:
-    config = NumberAdapterConfig(encoding="fone", int_digits=6, frac_digits=3, sign_policy=request.param)
+    config = NumberAdapterConfig(
+        encoding="fone", fone_numbers="all", int_digits=6, frac_digits=3, sign_policy=request.param
+    )
     return NumberTokenizer(toy.build_tokenizer("digits", tmp_path_factory.mktemp("decoding")), config)
 
 

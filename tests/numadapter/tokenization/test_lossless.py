@@ -39,7 +39,7 @@ def ntoks(tmp_path_factory):
         for name, (encoding, extra) in ENCODINGS.items():
             tok = toy.build_tokenizer(kind, root / f"{kind}-{name}")
             out[kind, name] = NumberTokenizer(
-                tok, NumberAdapterConfig(encoding=encoding, int_digits=6, frac_digits=3, **extra)
+                tok, NumberAdapterConfig(encoding=encoding, int_digits=6, frac_digits=3, fone_numbers="all", **extra)
             )
     return out
 

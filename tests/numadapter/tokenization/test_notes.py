@@ -17,7 +17,7 @@ TEMPLATE = ["The year {} is famous", "a {} b {} c"]
 @pytest.fixture(scope="module")
 def ntok(tmp_path_factory) -> NumberTokenizer:
     tok = toy.build_tokenizer("llama3", tmp_path_factory.mktemp("notes") / "tok")
-    return NumberTokenizer(tok, NumberAdapterConfig(encoding="fone", int_digits=4, frac_digits=2))
+    return NumberTokenizer(tok, NumberAdapterConfig(encoding="fone", fone_numbers="all", int_digits=4, frac_digits=2))
 
 
 def test_rows_and_slices_of_the_tokenizer_output_decode_with_their_numbers(ntok):

@@ -31,7 +31,7 @@ def make(kind: str, tmp_path, encoding: str = "fone", **settings) -> NumberToken
     settings.setdefault("int_digits", 4)
     settings.setdefault("frac_digits", 2)
     tok = toy.build_tokenizer(kind, tmp_path / f"tok-{kind}")
-    return NumberTokenizer(tok, NumberAdapterConfig(encoding=encoding, **settings))
+    return NumberTokenizer(tok, NumberAdapterConfig(encoding=encoding, **{"fone_numbers": "all", **settings}))
 
 
 def base_ids(ntok: NumberTokenizer, text: str) -> list[int]:
@@ -293,7 +293,7 @@ def test_marker_token_is_added_once(tmp_path):
 def test_config_bound_to_another_tokenizer_is_refused(tmp_path):
     tok = toy.build_tokenizer("t5", tmp_path)
     with pytest.raises(ValueError, match=r"^NumberTokenizer: .*\(num_token_id: tokenizer 700, adapter config 5\)"):
-        NumberTokenizer(tok, NumberAdapterConfig(encoding="fone", num_token_id=5))
+        NumberTokenizer(tok, NumberAdapterConfig(encoding="fone", fone_numbers="all", num_token_id=5))
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -310,7 +310,7 @@ def test_save_and_from_pretrained_round_trip(tmp_path, kind):
     a, b = ntok(text), loaded(text)
     assert a == b and a["number_texts"] == ["-12.5", "3", "1,234.567"]
     with pytest.raises(ValueError, match="disagrees"):
-        NumberTokenizer.from_pretrained(tmp_path / "saved", NumberAdapterConfig(encoding="fone"))
+        NumberTokenizer.from_pretrained(tmp_path / "saved", NumberAdapterConfig(encoding="fone", fone_numbers="all"))
     with pytest.raises(FileNotFoundError, match=CONFIG_NAME):
         NumberTokenizer.from_pretrained(tmp_path)
 
@@ -396,7 +396,7 @@ def lossless_tokenizers(tmp_path_factory):
         for i, (encoding, extra) in enumerate(ENCODINGS):
             tok = toy.build_tokenizer(kind, root / f"{kind}-{i}")
             out[kind, i] = NumberTokenizer(
-                tok, NumberAdapterConfig(encoding=encoding, int_digits=6, frac_digits=3, **extra)
+                tok, NumberAdapterConfig(encoding=encoding, int_digits=6, frac_digits=3, fone_numbers="all", **extra)
             )
     return out
 
@@ -432,7 +432,9 @@ _T5: dict[str, NumberTokenizer] = {}
 def _t5_fone(tmp_path_factory) -> NumberTokenizer:
     if "fone" not in _T5:
         tok = toy.build_tokenizer("t5", tmp_path_factory.mktemp("t5"))
-        _T5["fone"] = NumberTokenizer(tok, NumberAdapterConfig(encoding="fone", int_digits=6, frac_digits=3))
+        _T5["fone"] = NumberTokenizer(
+            tok, NumberAdapterConfig(encoding="fone", fone_numbers="all", int_digits=6, frac_digits=3)
+        )
     return _T5["fone"]
 
 

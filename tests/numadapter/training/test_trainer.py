@@ -32,7 +32,7 @@ TOKENIZER_OF = {"llama": "digits", "granite": "digits", "t5": "t5"}
 TARGETS = {"llama": ["q_proj", "v_proj"], "granite": ["q_proj", "v_proj"], "t5": ["q", "v"]}
 HIDDEN = 32
 ENCODING_SETTINGS = {
-    "fone": {},
+    "fone": {"fone_numbers": "all"},  # every number a [NUM]: the trainer machinery these tests check
     "xval": {"xval_scale": 100.0},
     "digits": {"aggregate": True, "aggregate_loss_lambda": 0.5, "ntl_weight": 0.3},
 }

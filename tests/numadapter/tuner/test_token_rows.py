@@ -54,7 +54,7 @@ def _train(path: str, train_eos_row: bool, tmp_path, apples: bool = True) -> tup
     base = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     config = NumberAdapterConfig(
         encoding="fone", int_digits=5, frac_digits=0, r=SPEC.rank, lora_alpha=2 * SPEC.rank, lora_dropout=0.0,
-        target_modules="all-linear", train_eos_row=train_eos_row,
+        target_modules="all-linear", train_eos_row=train_eos_row, fone_numbers="all",
     )  # fmt: skip
     torch.manual_seed(0)
     model = numadapter.get_peft_model(base, config, tokenizer=tokenizer)

@@ -51,6 +51,7 @@ def main(steps: int) -> dict:
     tokenizer = AutoTokenizer.from_pretrained(base)
     config = NumberAdapterConfig(
         encoding="fone",
+        fone_numbers="all",  # as measured (round 4): every number a [NUM]
         int_digits=8,
         frac_digits=0,
         r=16,

@@ -33,7 +33,7 @@ def main(weight: float, seed: int, label: str) -> dict:
     tokenizer = AutoTokenizer.from_pretrained(base)
     config = NumberAdapterConfig(
         encoding="fone", int_digits=5, frac_digits=0, r=8, lora_alpha=16, lora_dropout=0.0,
-        target_modules=["q_proj", "v_proj"], ntl_weight=weight,
+        target_modules=["q_proj", "v_proj"], ntl_weight=weight, fone_numbers="all",
     )  # fmt: skip
     model = get_peft_model(
         AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32), config, tokenizer=tokenizer

@@ -60,7 +60,9 @@ def exact_match(head: FoNEDigitHead, mode: str) -> float:
 def fitted_head(mode: str, steps: int) -> FoNEDigitHead:
     """The head alone fitted to a + b / a - b with the two operands as its only context numbers."""
     torch.manual_seed(0)
-    config = NumberAdapterConfig(encoding="fone", int_digits=PLACES, frac_digits=0, fone_head_input=mode)
+    config = NumberAdapterConfig(
+        encoding="fone", fone_numbers="all", int_digits=PLACES, frac_digits=0, fone_head_input=mode
+    )
     states, a, b, op = problems(2048, seed=0)
     if mode != "context":  # give the linear head both operands' features in its state
         features = [fone_features([str(v) for v in xs], PLACES, 0) for xs in (a, b)]
@@ -113,7 +115,9 @@ def test_a_fresh_head_writes_its_plain_read_out_whatever_the_numbers_before_it()
     """Every coefficient of a fresh head is tied: it writes its read-out u (1 + 0i: the digits 0), not minus the sum
     of the prompt's numbers."""
     torch.manual_seed(0)
-    config = NumberAdapterConfig(encoding="fone", int_digits=PLACES, frac_digits=0, fone_head_input="context")
+    config = NumberAdapterConfig(
+        encoding="fone", fone_numbers="all", int_digits=PLACES, frac_digits=0, fone_head_input="context"
+    )
     head = FoNEDigitHead(16, config)
     mask = torch.ones(2, 3, dtype=torch.long)
     digits = torch.stack([digits_of([7, 12]), digits_of([5, 30]), digits_of([12, 40])], 1)  # (2, 3, P)
@@ -185,7 +189,12 @@ def test_memory_after_pushes_equals_the_scan_of_the_whole_sequence():
 
 def test_negative_context_number_is_conjugated():
     config = NumberAdapterConfig(
-        encoding="fone", int_digits=PLACES, frac_digits=0, fone_head_input="context", sign_policy="feature"
+        encoding="fone",
+        fone_numbers="all",
+        int_digits=PLACES,
+        frac_digits=0,
+        fone_head_input="context",
+        sign_policy="feature",
     )
     head = FoNEDigitHead(4, config)
     with torch.no_grad():  # read-out u = 1 + 0i; coefficient +1 on the latest number, 0 elsewhere
@@ -207,13 +216,15 @@ def test_negative_context_number_is_conjugated():
 )
 def test_bad_context_settings_are_refused(fields, match):
     with pytest.raises(ValueError, match=match):
-        NumberAdapterConfig(encoding="fone", fone_head_input="context", **fields)
+        NumberAdapterConfig(encoding="fone", fone_numbers="all", fone_head_input="context", **fields)
 
 
 def test_context_head_needs_the_feature_target_and_the_context():
     with pytest.raises(ValueError, match="fone_head_input='linear'"):
-        NumberAdapterConfig(encoding="fone", fone_head_target="digit")  # the paper's head needs the linear read-out
-    head = FoNEDigitHead(8, NumberAdapterConfig(encoding="fone", fone_head_input="context"))
+        NumberAdapterConfig(
+            encoding="fone", fone_numbers="all", fone_head_target="digit"
+        )  # the paper's head needs the linear read-out
+    head = FoNEDigitHead(8, NumberAdapterConfig(encoding="fone", fone_numbers="all", fone_head_input="context"))
     with pytest.raises(ValueError, match="pass `context`"):
         head(torch.zeros(2, 8))
 
@@ -226,7 +237,12 @@ def test_mixture_loss_matches_a_plain_sum_over_the_combinations():
 
     torch.manual_seed(1)
     config = NumberAdapterConfig(
-        encoding="fone", int_digits=PLACES, frac_digits=0, fone_head_input="context", fone_context_numbers=2
+        encoding="fone",
+        fone_numbers="all",
+        int_digits=PLACES,
+        frac_digits=0,
+        fone_head_input="context",
+        fone_context_numbers=2,
     )
     head = FoNEDigitHead(6, config)
     with torch.no_grad():
@@ -264,7 +280,9 @@ def test_empty_slots_get_an_exactly_zero_gradient():
     """An empty slot multiplies by 1 whatever its coefficient; rounding noise in its gradient would be scaled up to
     full steps by Adam (and differ between 1 and 2 processes), so its coefficient is fixed at 0, not learned."""
     torch.manual_seed(2)
-    head = FoNEDigitHead(16, NumberAdapterConfig(encoding="fone", int_digits=PLACES, frac_digits=0))
+    head = FoNEDigitHead(
+        16, NumberAdapterConfig(encoding="fone", fone_numbers="all", int_digits=PLACES, frac_digits=0)
+    )
     states, a, b, op = problems(64, seed=2)
     numbers = context_of(a, b)  # slots 0 and 1 hold the operands, slots 2 and 3 are empty
     head.loss(head(states, numbers), digits_of([x + s * y for x, y, s in zip(a, b, op)])).backward()
@@ -276,7 +294,9 @@ def test_empty_slots_get_an_exactly_zero_gradient():
 def copy_head(angle: float = 0.0, plus_logit: float = 30.0) -> FoNEDigitHead:
     """A context head that copies the latest number: slot 0's coefficient logits (0, 0, `plus_logit`) for
     (-1, 0, +1), the other slots' coefficient 0 for sure, read-out u = (cos, sin)(angle) at every place."""
-    config = NumberAdapterConfig(encoding="fone", int_digits=PLACES, frac_digits=0, fone_head_input="context")
+    config = NumberAdapterConfig(
+        encoding="fone", fone_numbers="all", int_digits=PLACES, frac_digits=0, fone_head_input="context"
+    )
     head = FoNEDigitHead(4, config)
     with torch.no_grad():
         head.proj.weight.zero_()
@@ -314,14 +334,21 @@ def test_the_context_head_gets_no_ntl_and_the_trainers_say_so():
     from numadapter.methods.fone.method import FoNEMethod
     from numadapter.training.binding import warn_ntl_on_the_context_head
 
-    context = NumberAdapterConfig(encoding="fone", int_digits=PLACES, frac_digits=0, ntl_weight=0.3)
+    context = NumberAdapterConfig(
+        encoding="fone", fone_numbers="all", int_digits=PLACES, frac_digits=0, ntl_weight=0.3
+    )
     assert FoNEMethod().head_ntl(SimpleNamespace(config=context)) is None
     with pytest.warns(UserWarning, match=r"ntl_weight=0.3 is not applied with FoNE's context head.*'linear'"):
         warn_ntl_on_the_context_head(context)
     for quiet in (
-        NumberAdapterConfig(encoding="fone", int_digits=PLACES, frac_digits=0),
+        NumberAdapterConfig(encoding="fone", fone_numbers="all", int_digits=PLACES, frac_digits=0),
         NumberAdapterConfig(
-            encoding="fone", int_digits=PLACES, frac_digits=0, ntl_weight=0.3, fone_head_input="linear"
+            encoding="fone",
+            fone_numbers="all",
+            int_digits=PLACES,
+            frac_digits=0,
+            ntl_weight=0.3,
+            fone_head_input="linear",
         ),
     ):
         with warnings.catch_warnings():

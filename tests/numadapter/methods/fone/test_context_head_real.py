@@ -69,7 +69,7 @@ def test_fone_learns_addition_and_numbers_training_never_showed_leave_the_answer
     tokenizer = real_tokenizer()
     config = NumberAdapterConfig(
         encoding="fone", int_digits=5, frac_digits=0, r=8, lora_alpha=16, lora_dropout=0.0,
-        target_modules=["q_proj", "v_proj"],
+        target_modules=["q_proj", "v_proj"], fone_numbers="all",
     )  # fmt: skip
     model = get_peft_model(real_base(), config, tokenizer=tokenizer)
     ntok = NumberTokenizer(tokenizer, config)

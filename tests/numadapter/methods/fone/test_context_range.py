@@ -149,7 +149,9 @@ def test_combine_exactly_matches_integer_arithmetic():
 
 # -- an operand left as text ---------------------------------------------------------------------------------------
 def context_tokenizer(store, **settings) -> NumberTokenizer:
-    return NumberTokenizer(store.tokenizer("digits"), NumberAdapterConfig(encoding="fone", **settings))
+    return NumberTokenizer(
+        store.tokenizer("digits"), NumberAdapterConfig(encoding="fone", fone_numbers="all", **settings)
+    )
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,35 @@
+"""Which numbers a FoNE config writes as [NUM], with its ``"auto"`` / None defaults decided (round 6).
+
+``fone_numbers="auto"`` (the default) is ``"answers"`` on a causal LM with the context head, ``"all"`` on an
+encoder-decoder or with another head; ``fone_context_products=None`` (the default) is on in answers mode. Both depend
+on ``task_type``, which `numadapter.get_peft_model` sets from the model. No numadapter imports: the config, the
+tokenizer and the head all read these.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["context_products", "fone_numbers_in_effect"]
+
+
+def fone_numbers_in_effect(config: Any) -> str:
+    """``config.fone_numbers`` with ``"auto"`` decided: ``"answers"`` on a causal LM with the context head, ``"all"``
+    on an encoder-decoder (``task_type="SEQ_2_SEQ_LM"``, which `numadapter.get_peft_model` sets from the model) or
+    with another head. Before the architecture is known (``task_type`` None) ``"auto"`` means ``"answers"``."""
+    mode = getattr(config, "fone_numbers", "all")
+    if mode != "auto":
+        return mode
+    seq2seq = getattr(config, "task_type", None) == "SEQ_2_SEQ_LM"
+    if seq2seq or getattr(config, "fone_head_input", "context") != "context":
+        return "all"
+    return "answers"
+
+
+def context_products(config: Any) -> bool:
+    """``config.fone_context_products`` with None decided: on where the config writes only the answers the head
+    forms (`fone_numbers_in_effect` is ``"answers"``), off with ``"all"`` (every number a [NUM], as before)."""
+    products = getattr(config, "fone_context_products", False)
+    if products is None:
+        return getattr(config, "encoding", "fone") == "fone" and fone_numbers_in_effect(config) == "answers"
+    return bool(products)
