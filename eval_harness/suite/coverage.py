@@ -1,8 +1,8 @@
 """How many answers of each family FoNE's context head can form: a signed sum of the last K numbers before them
 (``share``), and with ``fone_context_products`` also a product or exact quotient of two (``share_with_products``: the
-answers ``fone_numbers="answers"`` writes as [NUM]).
+answers ``fone_numbers="answers"`` writes as [NUM], copies included).
 
-No training: each family's held-out rows are tokenized with the FoNE default config (its number places) and counted
+No training: each family's held-out rows are tokenized with every number a [NUM] (its number places) and counted
 with `numadapter.data.head_coverage` (the check `NumberSFTTrainer` warns with). The share bounds what the context head
 can do on a family; what it cannot form it writes through its read-out, which does not learn exact numbers on a
 pretrained base. ``python -m eval_harness.suite coverage`` writes ``<out>/coverage.json``; the report shows it.
