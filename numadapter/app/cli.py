@@ -212,25 +212,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     from numadapter.app.recipe import RecipeError
 
     try:
-        return _run(args)
+        status = _run(args)
+        close_process_group(wait=True)  # every process done: close together
+        return status
     except (RecipeError, FileNotFoundError) as exc:  # bad input: the message says what to change; others: traceback
         print(f"numadapter {args.command}: error: {exc}", file=sys.stderr)
         return 2
     finally:
-        close_process_group()
+        close_process_group()  # after an error: no barrier (another process may never reach it)
 
 
-def close_process_group() -> None:
+def close_process_group(wait: bool = False) -> None:
     """Destroys the default process group if a launched command (torchrun / accelerate launch) initialised one.
 
     Without it the gloo / DeepSpeed communicator threads are torn down by interpreter exit, in no set order; a
     worker can then abort with ``terminate called without an active exception`` after its work is done.
+
+    Args:
+        wait: first wait at a barrier until every process got here, so that none tears its connections down while
+            another still uses them (the main process saves, prints and exports after the others are done: a
+            ZeRO-3 run aborted there once in CI). Only after a command that succeeded: a process that failed may
+            never reach the barrier.
     """
     if "torch.distributed" not in sys.modules:  # never imported: nothing to close, and no torch import for --help
         return
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
+        if wait:
+            dist.barrier()
         dist.destroy_process_group()
 
 

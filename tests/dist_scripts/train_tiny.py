@@ -205,5 +205,6 @@ if __name__ == "__main__":
 
     try:
         main()
+        close_process_group(wait=True)
     finally:
         close_process_group()

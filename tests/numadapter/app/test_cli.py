@@ -256,6 +256,38 @@ def test_close_process_group_destroys_an_initialised_group(tmp_path):
             dist.destroy_process_group()
 
 
+def _close_after(rank: int, store: str, log: str) -> None:
+    """One of two gloo processes: rank 0 is slow to finish (it saves and exports in the CLI), then both close with
+    ``wait=True``; each writes when it arrived and when its close returned."""
+    import time
+
+    import torch.distributed as dist
+
+    from numadapter.app.cli import close_process_group
+
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
+    if rank == 0:
+        time.sleep(1.5)
+    arrived = time.time()
+    close_process_group(wait=True)
+    with open(f"{log}.{rank}", "w") as file:
+        json.dump({"arrived": arrived, "closed": time.time(), "initialized": dist.is_initialized()}, file)
+
+
+@pytest.mark.distributed
+def test_close_process_group_waits_for_every_process_before_closing(tmp_path):
+    """With ``wait=True`` (after a command succeeded) no process tears its connections down while another is still
+    working: the fast process's close returns only after the slow one arrived."""
+    import torch.multiprocessing as mp
+
+    log = str(tmp_path / "log")
+    mp.start_processes(_close_after, args=(str(tmp_path / "store"), log), nprocs=2, start_method="spawn")
+    slow, fast = (json.load(open(f"{log}.{rank}")) for rank in (0, 1))
+    assert fast["arrived"] < slow["arrived"] - 1.0  # rank 1 got to the end first
+    assert fast["closed"] >= slow["arrived"]  # and waited for rank 0 before closing
+    assert not slow["initialized"] and not fast["initialized"]
+
+
 @pytest.mark.parametrize("offline", [True, False], ids=["HF_HUB_OFFLINE", "no-network"])
 def test_unreachable_hub_id_is_one_line_naming_name_or_path(tmp_path, capsys, monkeypatch, offline):
     """The default recipe names a hub id; offline, `numadapter train` says so at once, in one line, and names the
