@@ -142,6 +142,14 @@ ARMS: dict[str, Arm] = {
         hypothesis="fone_tool_compute with the number modules and [NUM] / EOS rows at LoRA's rate (10x moves the "
         "[NUM] row fast, which may pull the LM away from digits)",
     ),
+    "fone_tool_rows1": Arm(
+        "fone",
+        1e-3,
+        {**TOOL, "token_rows_lr_ratio": 1.0},
+        hypothesis="fone_tool_compute with the [NUM] / EOS rows at LoRA's rate (the head at 10x): LoRA on digits "
+        "trains the EOS row at 1x, the default at 10x, which may be what costs words and facts where no answer is a "
+        "[NUM]",
+    ),
     "xval": Arm(
         "xval",
         1e-3,

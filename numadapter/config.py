@@ -265,6 +265,8 @@ class NumberAdapterConfig(LoraConfig):
             (Hayou et al. 2024: parts trained from scratch want a larger rate than LoRA's). `NumberSFTTrainer` and
             `NumberSeq2SeqTrainer` put those parameters in their own optimizer group, which follows the same
             schedule; a trainer given its own optimizer is left as it is.
+        token_rows_lr_ratio (`float`, defaults to None): the learning rate of the trained token rows ([NUM],
+            [AGG], EOS) alone, as a multiple of LoRA's; None gives them ``number_lr_ratio``.
 
     Model binding (filled by `numadapter.get_peft_model(..., tokenizer=...)`; set them yourself only when calling
     `peft.get_peft_model` directly; saved with the adapter so loading re-applies the same resize):
@@ -405,6 +407,10 @@ class NumberAdapterConfig(LoraConfig):
     number_lr_ratio: float = field(
         default=1.0,
         metadata={"help": "Learning rate of the number modules and [NUM]/EOS rows, as a multiple of LoRA's."},
+    )
+    token_rows_lr_ratio: float | None = field(
+        default=None,
+        metadata={"help": "Rate of the [NUM]/[AGG]/EOS rows, as a multiple of LoRA's (None: number_lr_ratio)."},
     )
     # -- model binding (filled by numadapter.get_peft_model / the tuner; saved with the adapter) -----------------
     num_token_id: int | None = field(default=None, metadata={"help": "Token id of num_token (fone/xval)."})
@@ -552,6 +558,8 @@ class NumberAdapterConfig(LoraConfig):
                 f"combine; it scores all 3^K sign combinations), got {self.fone_context_numbers!r}: e.g. 4."
             )
         _positive("number_lr_ratio", self.number_lr_ratio)
+        if self.token_rows_lr_ratio is not None:
+            _positive("token_rows_lr_ratio", self.token_rows_lr_ratio)
         _positive("xval_scale", self.xval_scale)
         _positive("xval_clip", self.xval_clip)
         _positive("number_loss_weight", self.number_loss_weight, allow_zero=True)

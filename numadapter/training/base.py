@@ -78,7 +78,8 @@ class _MeterStart(TrainerCallback):
         self.meter.train, self.meter.train_calls = {}, 0
 
 
-NUMBER_PARAMETER_MARKS = ("number_modules.", "trainable_tokens_delta")
+TOKEN_ROWS_MARK = "trainable_tokens_delta"  # the trained [NUM] / [AGG] / EOS rows
+NUMBER_PARAMETER_MARKS = ("number_modules.", TOKEN_ROWS_MARK)
 
 
 def is_number_parameter(name: str) -> bool:
@@ -88,11 +89,20 @@ def is_number_parameter(name: str) -> bool:
 
 def number_lr_ratio(model: Any) -> float:
     """The active adapter's ``number_lr_ratio`` (1.0 for a model that is not a numadapter PeftModel)."""
+    return number_lr_ratios(model)[0]
+
+
+def number_lr_ratios(model: Any) -> tuple[float, float]:
+    """The active adapter's learning-rate ratios ``(number modules, token rows)``: ``number_lr_ratio`` and
+    ``token_rows_lr_ratio`` (the same as ``number_lr_ratio`` when None); ``(1.0, 1.0)`` for a model that is not a
+    numadapter PeftModel."""
     unwrapped = getattr(model, "module", model)  # DDP / DeepSpeed wrappers
     if not isinstance(unwrapped, PeftModel):
-        return 1.0
+        return 1.0, 1.0
     config = unwrapped.peft_config.get(unwrapped.active_adapter)
-    return float(getattr(config, "number_lr_ratio", 1.0))
+    modules = float(getattr(config, "number_lr_ratio", 1.0))
+    rows = getattr(config, "token_rows_lr_ratio", None)
+    return modules, modules if rows is None else float(rows)
 
 
 class _NumberLossMixin:
@@ -108,26 +118,28 @@ class _NumberLossMixin:
         self._item_counts: ItemCounts | None = None
 
     def create_optimizer(self, *args: Any, **kwargs: Any):
-        """transformers' optimizer, with the number parameters in their own group at ``number_lr_ratio`` x the rate.
-
-        The number parameters are the number modules (``number_modules``) and the trained token rows
-        (``trainable_tokens_delta``: [NUM], [AGG], EOS). The groups keep their weight decay; the scheduler, created
-        after this, scales every group by the same factor. An optimizer the user passed in is left as it is.
+        """transformers' optimizer, with the number parameters in their own groups: the number modules
+        (``number_modules``) at ``number_lr_ratio`` x the rate, the trained token rows (``trainable_tokens_delta``:
+        [NUM], [AGG], EOS) at ``token_rows_lr_ratio`` x (``number_lr_ratio`` when None). The groups keep their
+        weight decay; the scheduler, created after this, scales every group by the same factor. An optimizer the
+        user passed in is left as it is.
         """
         had_optimizer = self.optimizer is not None
         optimizer = super().create_optimizer(*args, **kwargs)
-        ratio = number_lr_ratio(self.model)
-        if had_optimizer or ratio == 1.0:
+        modules_ratio, rows_ratio = number_lr_ratios(self.model)
+        if had_optimizer or modules_ratio == rows_ratio == 1.0:
             return optimizer
-        number_ids = {id(p) for name, p in self.model.named_parameters() if is_number_parameter(name)}
+        ratio_of = {}  # id(parameter) -> its ratio (LoRA and the rest: 1.0)
+        for name, p in self.model.named_parameters():
+            if is_number_parameter(name):
+                ratio_of[id(p)] = rows_ratio if TOKEN_ROWS_MARK in name else modules_ratio
         groups = list(optimizer.param_groups)
         optimizer.param_groups.clear()
         for group in groups:
-            for moved in (False, True):
-                params = [p for p in group["params"] if (id(p) in number_ids) == moved]
+            for ratio in sorted({1.0, modules_ratio, rows_ratio}):
+                params = [p for p in group["params"] if ratio_of.get(id(p), 1.0) == ratio]
                 if params:
-                    lr = group["lr"] * ratio if moved else group["lr"]
-                    optimizer.add_param_group({**group, "params": params, "lr": lr})
+                    optimizer.add_param_group({**group, "params": params, "lr": group["lr"] * ratio})
         return optimizer
 
     def _prepare_datasets(self, ntok: Any, train_dataset: Any, eval_dataset: Any) -> tuple[Any, Any]:
