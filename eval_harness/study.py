@@ -150,6 +150,13 @@ ARMS: dict[str, Arm] = {
         "trains the EOS row at 1x, the default at 10x, which may be what costs words and facts where no answer is a "
         "[NUM]",
     ),
+    "fone_tool_detach": Arm(
+        "fone",
+        1e-3,
+        {**TOOL, "head_loss_trains_lm": False},
+        hypothesis="fone_tool_compute with the head reading a detached hidden state: its loss pulls LoRA at every "
+        "number start, which may be what makes the LM write facts with the wrong length after sums ('6000' for 60)",
+    ),
     "xval": Arm(
         "xval",
         1e-3,

@@ -233,6 +233,9 @@ class NumberAdapterConfig(LoraConfig):
     Losses:
         number_loss_weight (`float`, defaults to 1.0): weight of the number head loss (FoNE digit CE or xVal MSE)
             added to the LM cross-entropy.
+        head_loss_trains_lm (`bool`, defaults to True): whether the head loss's gradient flows into the hidden
+            state it reads, so into LoRA and the trained rows. False detaches the hidden state at the head's
+            targets: the head learns from the LM's states, and only the LM's cross-entropy trains the LM.
         ntl_weight (`float`, defaults to 0.0): weight of the Number Token Loss added to the loss (0 disables). Not
             applied to FoNE's context head (the trainers warn; docs/guide.md, "Number Token Loss on a plain trainer").
         ntl_kind (`str`, defaults to `"was"`): NTL variant: `"was"`, `"was-cdf"`, `"mse"`, `"mae"`, `"huber"`,
@@ -381,6 +384,9 @@ class NumberAdapterConfig(LoraConfig):
     )
     # -- losses --------------------------------------------------------------------------------------------------
     number_loss_weight: float = field(default=1.0, metadata={"help": "Weight of the number head loss."})
+    head_loss_trains_lm: bool = field(
+        default=True, metadata={"help": "Let the head loss's gradient reach the hidden state (LoRA, the base rows)."}
+    )
     ntl_weight: float = field(default=0.0, metadata={"help": "Weight of the Number Token Loss (0 disables)."})
     ntl_kind: str = field(default="was", metadata={"help": "NTL variant.", "choices": list(NTL_KINDS)})
     ntl_level: Literal["token", "number"] = field(

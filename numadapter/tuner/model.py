@@ -422,7 +422,8 @@ class NumberAdapterModel(LoraModel):
             if training:
                 index = plan.target_index or (hidden.new_zeros(0, dtype=torch.long),) * 2
                 at_targets = None if context is None else context.select(index)
-                target_outputs = head_outputs(config, modules.head, hidden[index], at_targets)  # (N, ...)
+                at_hidden = hidden[index] if config.head_loss_trains_lm else hidden[index].detach()  # (N, H)
+                target_outputs = head_outputs(config, modules.head, at_hidden, at_targets)  # (N, ...)
             fields.update(
                 combine(config, modules.head, out.logits, target_outputs, plan, num_items_in_batch, digit_rows)
             )
