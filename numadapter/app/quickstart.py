@@ -17,7 +17,9 @@ What it does, in order (nothing is downloaded):
 3. The curve: exact match on the held-out problems (pairs never seen in training) after each quarter of the budget
    (`CURVE_POINTS`), scored outside the training time. Then a before/after table (exact match and mean absolute
    error of the generated answer, `numadapter.evaluation.answer_metrics`; trainable parameters, steps, training
-   time) and which adapter won, by how much.
+   time) and which adapter won, by how much. Before training, the base answers the fact prompts of
+   `numadapter.data.known_facts` (units, constants, dates); the summary says how many of the ones it got right each
+   adapter still answers after fine-tuning (what a number adapter must not cost).
 4. The FoNE adapter is exported merged (`numadapter.export.export_merged`), reloaded (`load_exported`), checked
    against the adapter (largest logit difference, identical answers), and a few answers are printed.
 
@@ -60,6 +62,7 @@ class Result:
     after: dict[str, float]
     curve: list[tuple[int, float]] = field(default_factory=list)  # (step, exact match) during fine-tuning
     steps: int = 0  # optimizer steps taken (with a time budget, as many as fit)
+    facts: tuple[int, int] | None = None  # (facts the base knew that this adapter still answers, facts the base knew)
 
 
 GOAL = 0.95  # the exact match the quick start aims at for FoNE + LoRA; the summary says when it is missed
@@ -253,6 +256,13 @@ def summary(results: list[Result], spec: TinySpec, model: str | None) -> list[st
     if fone.after["mae"] == fone.after["mae"] and lora.after["mae"] == lora.after["mae"]:
         better = [r.name for r in (fone, lora) if r.after["mae"] == min(fone.after["mae"], lora.after["mae"])]
         lines.append(f"Lower mean absolute error after fine-tuning: {' and '.join(better)}.")
+    if fone.facts is not None and lora.facts is not None and fone.facts[1]:
+        known = fone.facts[1]
+        kept = ", ".join(f"{r.name} {r.facts[0]}" for r in (lora, fone))
+        lines.append(
+            f"Facts the base knew ({known} short prompts with a number answer, e.g. 'The number of minutes in an hour "
+            f"is' -> 60; numadapter.data.known_facts), still answered after fine-tuning: {kept}."
+        )
     if max(em_fone, em_lora) < 0.5:
         where = "this tiny model" if model is None else model
         lines.append(
@@ -367,6 +377,8 @@ def run_quickstart(
 def _run(model: str | None, out: str | None, spec: TinySpec, seed: int, print_fn: PrintFn, start: float) -> dict:
     import torch
 
+    from numadapter.data.known_facts import FACTS, facts_kept, known_facts
+
     with tempfile.TemporaryDirectory() as tmp:
         root = out or tmp
         os.makedirs(root, exist_ok=True)
@@ -383,12 +395,18 @@ def _run(model: str | None, out: str | None, spec: TinySpec, seed: int, print_fn
             f"\nTask: addition of 3-4 digit numbers ('{train_rows[0]['prompt']}' -> '{train_rows[0]['completion']}'),"
             f" {len(train_rows)} training problems, {len(eval_rows)} held-out ones."
         )
+        known = known_facts(base_path)
+        print_fn(
+            f"The base answers {len(known)} of {len(FACTS)} short fact prompts right (numadapter.data.known_facts); "
+            "each adapter is checked on them after fine-tuning."
+        )
         results = []
         models = {}  # encoding -> (trained model, its NumberTokenizer)
         for name, encoding in (("LoRA only", "digits"), ("FoNE + LoRA", "fone")):
             trained, ntok, result = _finetune(
                 name, encoding, base_path, tokenizer_path, train_rows, eval_rows, spec, root, seed, print_fn
             )
+            result.facts = (facts_kept(trained, ntok, known)[0], len(known))
             results.append(result)
             models[encoding] = (trained, ntok)
         fone = models["fone"]

@@ -33,6 +33,10 @@ def test_tiny_quickstart_runs_end_to_end_and_prints_what_it_measured(tmp_path):
     assert export["same_answers"] and export["max_logit_diff"] < 1e-5
     assert os.path.isfile(os.path.join(export["path"], "number_config.json"))
     assert "same answers: True" in text and "quickstart finished" in text
+    known = re.search(r"The base answers (\d+) of (\d+) short fact prompts right", text)
+    assert known, text
+    for r in result["results"]:  # each adapter checked on the facts the base knew
+        assert r.facts is not None and r.facts[1] == int(known.group(1)) and 0 <= r.facts[0] <= r.facts[1]
 
 
 def test_cli_quickstart_passes_its_options(monkeypatch):
@@ -120,3 +124,12 @@ def test_summary_reads_the_measured_numbers():
     )
     fone.after["exact_match"] = 0.95  # the goal met: no remark
     assert not any("goal" in line for line in summary([fone, fone], FULL, None))
+    lora = result("LoRA only", 40.0, 0.1, 9.0)
+    lora.facts, fone.facts = (22, 40), (19, 40)
+    facts = [line for line in summary([lora, fone], FULL, None) if line.startswith("Facts the base knew")]
+    assert facts == [
+        "Facts the base knew (40 short prompts with a number answer, e.g. 'The number of minutes in an hour is' -> "
+        "60; numadapter.data.known_facts), still answered after fine-tuning: LoRA only 22, FoNE + LoRA 19."
+    ]
+    lora.facts, fone.facts = (0, 0), (0, 0)  # a base that knew none: nothing to say
+    assert not any(line.startswith("Facts") for line in summary([lora, fone], FULL, None))
