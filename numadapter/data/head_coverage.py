@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from numadapter.methods.fone.answer_mode import fone_numbers_in_effect
+from numadapter.methods.fone.wrapping import place_integer
 from numadapter.schema import POSITIONS_FIELD
 
 __all__ = ["Coverage", "answers_mode", "combination_of", "fixed_point", "formable", "head_coverage", "warn_uncovered"]
@@ -77,10 +78,7 @@ class Coverage:
 
 def fixed_point(digits: Sequence[int], sign: int) -> int:
     """The fixed-point integer of place digits (most significant first) and a sign: ``value * 10^frac_digits``."""
-    value = 0
-    for digit in digits:
-        value = 10 * value + int(digit)
-    return value * (-1 if sign < 0 else 1)
+    return place_integer(digits) * (-1 if sign < 0 else 1)
 
 
 def formable(context: Sequence[int], target: int) -> bool:

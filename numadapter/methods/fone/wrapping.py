@@ -33,8 +33,8 @@ from decimal import Decimal
 from numadapter.numbers import ExactNumber
 
 
-def _as_int(digits: Sequence[int]) -> int:
-    """Place digits, most significant first -> the integer they spell."""
+def place_integer(digits: Sequence[int]) -> int:
+    """Place digits, most significant first -> the integer they spell (``[0, 4, 2]`` -> 42; ``[]`` -> 0)."""
     return int("".join(map(str, digits)) or "0")
 
 
@@ -56,9 +56,9 @@ def unwrapped(digits: Sequence[int], combination: Sequence[int], int_digits: int
     if terms == 0:
         return None
     modulus = 10 ** (int_digits + frac_digits)
-    exact = overflow * modulus + _as_int(places)  # S
+    exact = overflow * modulus + place_integer(places)  # S
     half = modulus // 2
-    offset = (_as_int(digits) - exact + half) % modulus - half  # R, in [-modulus / 2, modulus / 2)
+    offset = (place_integer(digits) - exact + half) % modulus - half  # R, in [-modulus / 2, modulus / 2)
     value = exact + offset
     if 0 <= value < modulus:
         return None
