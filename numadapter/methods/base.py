@@ -114,7 +114,8 @@ class GeneratedNumber:
         confidence: how well the head's output fits the number it wrote, in [0, 1], or None where the head gives
             none (xVal, FoNE's ``fone_head_target="digit"``): see `HeadReading`.
         combination: the context head's coefficients (-1, 0, +1) of the numbers before it, most recent first, or
-            None for the other heads.
+            None for the other heads; all 0 where it wrote a product or quotient of two of them
+            (``fone_context_products``), which no coefficients express.
     """
 
     value: ExactNumber | float
