@@ -90,9 +90,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             rows = family_rows(name, args.n_train, args.n_eval, args.seed)
         unseen = held_facts if found.draw is None else facts_train + held_facts  # facts the arm does not train on
         for arm in args.arms:
-            after = None
-            if args.retention:
-                after = lambda model, ntok, unseen=unseen: facts.score_facts(model, ntok, unseen)  # noqa: E731
+            after = _facts_scorer(facts, unseen) if args.retention else None
             record = run_arm(arm, name, args.steps or STEP_CAP, args.eval_every, len(rows[0]), len(rows[1]),
                              args.batch, args.seed, base, args.out, args.note, None, rows=rows,
                              config=found.arm_config(ARMS[arm].encoding), seconds=args.seconds,
@@ -122,3 +120,13 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{name:24} {found['formed']:4d} / {found['answers']:4d} = {found['share']:.0%}")
         return
     run(args)
+
+
+def _facts_scorer(facts: Any, unseen: list[dict[str, str]]) -> Any:
+    """``after(model, ntok)``: the retention score of a trained adapter on the facts `unseen` (looked up in `facts`
+    when called)."""
+
+    def after(model: Any, ntok: Any) -> dict[str, Any]:
+        return facts.score_facts(model, ntok, unseen)
+
+    return after
