@@ -31,8 +31,11 @@ LINEAR = {"fone_head_input": "linear"}  # the head before the context head becam
 # the context head with numbers kept in digits (round 5's arms build on it)
 ANSWERS = {"number_lr_ratio": 10.0, "fone_head_input": "context", "fone_numbers": "answers"}
 # round 6: products, half the answers in digits, copies left to the LM (the library's defaults since round 6)
-TOOL = {**ANSWERS, "fone_context_products": True, "fone_digit_answers": 0.5, "fone_head_copies": False}
-COMMON = dict(int_digits=5, frac_digits=0, r=16, lora_alpha=32, lora_dropout=0.0, target_modules="all-linear")
+TOOL = {**ANSWERS, "fone_context_products": True, "fone_digit_answers": 0.5, "fone_head_copies": False,
+        "fone_head_in_use": True}  # fmt: skip  # the head always on, as measured before the trainer chose (round 7)
+# token_rows_lr_ratio=None: the [NUM] / EOS rows at number_lr_ratio, as every arm before round 7 was measured
+COMMON = dict(int_digits=5, frac_digits=0, r=16, lora_alpha=32, lora_dropout=0.0, target_modules="all-linear",
+              token_rows_lr_ratio=None)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -157,6 +160,14 @@ ARMS: dict[str, Arm] = {
         hypothesis="fone_tool_compute with the head reading a detached hidden state: its loss pulls LoRA at every "
         "number start, which may be what makes the LM write facts with the wrong length after sums ('6000' for 60)",
     ),
+    "fone_tool_auto": Arm(
+        "fone",
+        1e-3,
+        {**{k: v for k, v in TOOL.items() if k != "fone_head_in_use"}, "token_rows_lr_ratio": 1.0},
+        hypothesis="fone_tool_rows1 with the head left out where it forms under 10% of the training answers "
+        "(fone_head_min_share, decided by NumberSFTTrainer): there the adapter trains as LoRA on digits, so it "
+        "cannot lose to it; where the head forms the answers it is fone_tool_rows1",
+    ),
     "xval": Arm(
         "xval",
         1e-3,
@@ -275,7 +286,8 @@ def run_arm(name: str, task: str, steps: int, eval_every: int, n_train: int, n_e
     history = trainer.state.log_history
     losses = [{k: v for k, v in log.items() if "loss" in k} | {"step": log.get("step")} for log in history]
     record = {**settings, "curve": curve, "final": curve[-1], "complete": True, "losses": losses,
-              "wall_seconds": time.perf_counter() - started, "steps_done": trainer.state.global_step}  # fmt: skip
+              "wall_seconds": time.perf_counter() - started, "steps_done": trainer.state.global_step,
+              "fone_head_in_use": getattr(ntok.config, "fone_head_in_use", None)}  # fmt: skip  # the trainer's choice
     if after_training is not None:
         record.update(after_training(model, ntok))
     path.write_text(json.dumps(record, indent=1))
@@ -386,7 +398,7 @@ def report(out: Path) -> str:
         for r in sorted((r for r in records if r["task"] == task), key=lambda r: -r["final"]["exact_match"]):
             curve = " / ".join(f"{p['exact_match']:.1%}" for p in r["curve"])
             curve += "" if r.get("complete", True) else " (stopped early)"
-            extra = {k: v for k, v in r["config"].items() if k not in COMMON}
+            extra = {k: v for k, v in r["config"].items() if k not in COMMON or COMMON[k] != v}
             lines.append(
                 f"| {r['arm']} | {r['encoding']} {extra or ''} | {r['lr']:g} | {r['steps']} | {curve} | "
                 f"{r['final']['mae']:.1f} | {r['final']['seconds']:.0f} | {r['hypothesis']} |"

@@ -49,6 +49,8 @@ LEGACY_DEFAULTS = {
     "fone_context_products": False,
     "fone_digit_answers": 0.0,
     "fone_head_copies": True,
+    "fone_head_in_use": True,
+    "token_rows_lr_ratio": None,
 }
 
 
@@ -204,6 +206,17 @@ class NumberAdapterConfig(LoraConfig):
             copies to the LM in digit tokens (it copies digits well), so the head writes only the numbers it
             computes: a sum, a difference, a product or a quotient; in generation a [NUM] whose chosen combination
             is a copy is written in digits instead.
+        fone_head_min_share (`float`, defaults to 0.1): in answers mode, the least share of the training answers
+            that the head must form (sums, differences, products, quotients of the numbers before them; copies
+            excluded) for `NumberSFTTrainer` to use it, measured on the first 2,000 training examples. Below it the
+            trainer sets ``fone_head_in_use=False``: the adapter then trains and writes every number in the base's
+            digit tokens, exactly as LoRA on digits does, so data the head cannot help with cannot be hurt by it
+            (the task suite: words, unit conversions, max / min, regression). 0 always uses the head.
+        fone_head_in_use (`bool`, defaults to None): in answers mode, whether the head writes numbers. None (not
+            decided: a model never trained by `NumberSFTTrainer`) and True use it; False writes no [NUM]: the
+            tokenizer keeps every answer in digits and the model's [NUM] logit is -inf (training, `generate`,
+            `model.generate`, pipelines), so [NUM] is never written. `NumberSFTTrainer` decides it from
+            `fone_head_min_share` when it is None and saves it with the adapter and the tokenizer.
         fone_head_target (`str`, defaults to `"feature"`): where each digit 2-vector is trained to point.
             `"feature"`: at the answer's own FoNE feature for that place, phi(y, 10^(i+1)), which is the digit plus
             the lower digits read as a fraction; it is read back lowest place first, subtracting the lower digits
@@ -263,13 +276,17 @@ class NumberAdapterConfig(LoraConfig):
             that follows every answer is out of reach, and training it drives the hidden state after each [NUM]
             to the least-bad flat distribution, the same in every context (see `numadapter.tuner.token_rows`).
             False keeps the rows frozen, as plain LoRA does.
-        number_lr_ratio (`float`, defaults to 1.0): the learning rate of the number modules (input module, head) and
-            of the [NUM] / [AGG] / EOS rows, as a multiple of the trainer's (LoRA's) rate, in the spirit of LoRA+
-            (Hayou et al. 2024: parts trained from scratch want a larger rate than LoRA's). `NumberSFTTrainer` and
+        number_lr_ratio (`float`, defaults to 1.0): the learning rate of the number modules (input module, head)
+            (and of the [NUM] / [AGG] / EOS rows with ``token_rows_lr_ratio=None``), as a multiple of the trainer's
+            (LoRA's) rate, in the spirit of LoRA+ (Hayou et al. 2024: parts trained from scratch want a larger rate
+            than LoRA's). `NumberSFTTrainer` and
             `NumberSeq2SeqTrainer` put those parameters in their own optimizer group, which follows the same
             schedule; a trainer given its own optimizer is left as it is.
-        token_rows_lr_ratio (`float`, defaults to None): the learning rate of the trained token rows ([NUM],
-            [AGG], EOS) alone, as a multiple of LoRA's; None gives them ``number_lr_ratio``.
+        token_rows_lr_ratio (`float`, defaults to 1.0): the learning rate of the trained token rows ([NUM],
+            [AGG], EOS) alone, as a multiple of LoRA's; None gives them ``number_lr_ratio`` (as before round 7, and
+            for adapters saved before). LoRA's rate by default: with the rows at 10x (the quick start's
+            ``number_lr_ratio``) the EOS row moved the LM away from what LoRA on digits learns even where no answer
+            is a [NUM] (the task suite, arm ``fone_tool_rows1``: words 89% against 84%, LoRA 88%).
 
     Model binding (filled by `numadapter.get_peft_model(..., tokenizer=...)`; set them yourself only when calling
     `peft.get_peft_model` directly; saved with the adapter so loading re-applies the same resize):
@@ -361,6 +378,16 @@ class NumberAdapterConfig(LoraConfig):
         default=False,
         metadata={"help": "fone_numbers='answers': an answer that repeats a context number is a [NUM] (or digits)."},
     )
+    fone_head_min_share: float = field(
+        default=0.1,
+        metadata={
+            "help": "fone_numbers='answers': the least share of training answers the head must form to be used."
+        },
+    )
+    fone_head_in_use: bool | None = field(
+        default=None,
+        metadata={"help": "fone_numbers='answers': whether the head writes numbers (set by NumberSFTTrainer)."},
+    )
     fone_head_target: Literal["digit", "feature"] = field(
         default="feature",
         metadata={
@@ -412,10 +439,10 @@ class NumberAdapterConfig(LoraConfig):
     # -- optimisation (read by the numadapter trainers) -----------------------------------------------------------
     number_lr_ratio: float = field(
         default=1.0,
-        metadata={"help": "Learning rate of the number modules and [NUM]/EOS rows, as a multiple of LoRA's."},
+        metadata={"help": "Learning rate of the number modules, as a multiple of LoRA's."},
     )
     token_rows_lr_ratio: float | None = field(
-        default=None,
+        default=1.0,
         metadata={"help": "Rate of the [NUM]/[AGG]/EOS rows, as a multiple of LoRA's (None: number_lr_ratio)."},
     )
     # -- model binding (filled by numadapter.get_peft_model / the tuner; saved with the adapter) -----------------
@@ -509,6 +536,17 @@ class NumberAdapterConfig(LoraConfig):
             )
         if not isinstance(self.fone_head_copies, bool):
             raise ValueError(f"`fone_head_copies` must be True or False, got {self.fone_head_copies!r}.")
+        if self.fone_head_in_use is not None and not isinstance(self.fone_head_in_use, bool):
+            raise ValueError(
+                f"`fone_head_in_use` must be True, False or None (decided by NumberSFTTrainer), got "
+                f"{self.fone_head_in_use!r}."
+            )
+        least = self.fone_head_min_share
+        if isinstance(least, bool) or not isinstance(least, (int, float)) or not 0.0 <= least <= 1.0:
+            raise ValueError(
+                f"`fone_head_min_share` must be a number in [0, 1] (the least share of training answers the head "
+                f"must form to be used; 0 always uses it), got {least!r}."
+            )
         share = self.fone_digit_answers
         if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 <= share < 1.0:
             raise ValueError(

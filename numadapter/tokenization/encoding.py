@@ -292,6 +292,8 @@ class NumberEncoding:
         term, or with ``fone_context_products`` a product / exact quotient of two of them (its magnitude); with
         ``fone_head_copies=False`` not a value that repeats a context number (the LM copies it in digits)."""
         cfg = self.config
+        if getattr(cfg, "fone_head_in_use", None) is False:  # the trainer left the head out: every answer in digits
+            return False
         if not getattr(cfg, "fone_head_copies", True) and value in context:
             return False
         if formable(context, value):

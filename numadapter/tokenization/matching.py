@@ -14,7 +14,7 @@ from typing import Any
 
 from numadapter.config import NumberAdapterConfig
 from numadapter.data.head_coverage import answers_mode
-from numadapter.methods.fone.answer_mode import context_products, fone_numbers_in_effect
+from numadapter.methods.fone.answer_mode import context_products, fone_numbers_in_effect, head_in_use
 from numadapter.methods.registry import get_method
 
 __all__ = ["ANSWER_FIELDS", "MATCHED_FIELDS", "MATCHED_IDS", "check_tokenizer_matches", "tokenizer_mismatches"]
@@ -22,7 +22,7 @@ __all__ = ["ANSWER_FIELDS", "MATCHED_FIELDS", "MATCHED_IDS", "check_tokenizer_ma
 # Config fields the side tensors depend on: the tokenizer writes them, the model's modules read them.
 MATCHED_FIELDS = ("encoding", "int_digits", "frac_digits", "aggregate", "sign_policy")
 # FoNE fields that decide which numbers become [NUM] (compared when both use FoNE and either writes only answers)
-ANSWER_FIELDS = ("fone_numbers", "fone_context_numbers", "fone_context_products")
+ANSWER_FIELDS = ("fone_numbers", "fone_context_numbers", "fone_context_products", "fone_head_in_use")
 # Token ids the config records when it is bound to a tokenizer (compared once the config has them).
 MATCHED_IDS = ("num_token_id", "agg_token_id", "digit_token_ids")
 
@@ -42,7 +42,8 @@ def tokenizer_mismatches(ntok: Any, config: Any) -> dict[str, tuple[Any, Any]]:
         fields += ANSWER_FIELDS
 
     def value(cfg: Any, name: str) -> Any:  # as in effect: fone_numbers 'auto', fone_context_products None
-        in_effect = {"fone_numbers": fone_numbers_in_effect, "fone_context_products": context_products}
+        in_effect = {"fone_numbers": fone_numbers_in_effect, "fone_context_products": context_products,
+                     "fone_head_in_use": head_in_use}  # fmt: skip
         return in_effect[name](cfg) if name in in_effect else getattr(cfg, name)
 
     differ = {name: (value(mine, name), value(config, name)) for name in fields}

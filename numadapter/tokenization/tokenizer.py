@@ -89,6 +89,7 @@ SAVED_FIELDS = (
     "fone_context_products",
     "fone_digit_answers",
     "fone_head_copies",
+    "fone_head_in_use",
 )
 _OWN_ATTRIBUTES = frozenset({"tokenizer", "config", "num_token_id", "agg_token_id", "marker_token_id"})
 

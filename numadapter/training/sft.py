@@ -41,11 +41,13 @@ from trl import SFTConfig, SFTTrainer
 from numadapter.config import NumberAdapterConfig
 from numadapter.data.collator import NumberDataCollator
 from numadapter.data.head_coverage import answers_mode, head_coverage, warn_uncovered
+from numadapter.data.prepare import prepare_dataset
 from numadapter.integrations.qlora import keep_canonical_layout, restore_number_precision
 from numadapter.methods.registry import get_method
 from numadapter.tokenization.tokenizer import NumberTokenizer
 from numadapter.training.base import _NumberLossMixin
 from numadapter.training.binding import _bind, _completion_only, _map_datasets
+from numadapter.training.head_choice import choose_head
 from numadapter.training.packing import PackedCollator, pack_examples
 from numadapter.training.safe_checkpoint import SafeCheckpointMixin
 
@@ -127,6 +129,10 @@ class NumberSFTTrainer(_NumberLossMixin, SafeCheckpointMixin, SFTTrainer):
             completion_only_loss=completion_only,
             num_proc=args.dataset_num_proc,
         )
+        choose_head(  # fone_head_in_use from the training data (answers mode), before anything is tokenized
+            model.peft_config[model.active_adapter], ntok, train_dataset,
+            lambda data, tok: prepare_dataset(data, tok, **self._prepare_kwargs),
+        )  # fmt: skip
         train_dataset, eval_dataset = self._prepare_datasets(ntok, train_dataset, eval_dataset)
         _check_head_coverage(train_dataset, ntok.config)
         if data_collator is None:

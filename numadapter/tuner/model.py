@@ -31,6 +31,7 @@ from numadapter.config import NumberAdapterConfig
 from numadapter.data.head_coverage import answers_mode
 from numadapter.integrations.deepspeed_zero import matrix_shape
 from numadapter.methods.context import ContextNumbers, context_at
+from numadapter.methods.fone.answer_mode import head_left_out
 from numadapter.methods.registry import get_method
 from numadapter.tuner.cache_numbers import CacheNumbers, call_rows
 from numadapter.tuner.forward_hooks import number_hooks
@@ -410,6 +411,10 @@ class NumberAdapterModel(LoraModel):
         ):
             out = self.model(**kwargs, return_dict=True)
             hidden, digit_rows = buffer.hidden, buffer.digit_embeddings
+        if head_left_out(config) and marker is not None and out.logits is not None:
+            # fone_head_in_use=False: no [NUM] in training (the tokenizer writes none) nor generation (every path
+            # reads these logits); in place: the LM head's backward does not need its output
+            out.logits.index_fill_(-1, torch.tensor([marker], device=out.logits.device), float("-inf"))
         training = labels is not None and modules.head is not None
         context = _context(count, config, plan, hidden, earlier, kwargs.get("position_ids"))
         if context is not None and getattr(out, "past_key_values", None) is not None:

@@ -95,3 +95,29 @@ def test_fone_head_settings_are_not_checked_against_each_other_on_other_encoding
     assert (config.fone_head_target, config.fone_head_input) == ("digit", "context")
     with pytest.raises(ValueError, match=r"fone_head_target='digit'.*set fone_head_input='linear'"):
         NumberAdapterConfig(encoding="fone", fone_head_target="digit")
+
+
+def test_config_saved_before_round_7_keeps_its_head_and_row_rates(tmp_path):
+    """An adapter_config.json without `fone_head_in_use` / `token_rows_lr_ratio` (saved before they existed) loads
+    with the head in use and the rows at number_lr_ratio, as it was trained, not as undecided / LoRA's rate."""
+    NumberAdapterConfig(encoding="fone", number_lr_ratio=10.0).save_pretrained(str(tmp_path))
+    saved = json.load(open(tmp_path / "adapter_config.json"))
+    assert saved["fone_head_in_use"] is None and saved["token_rows_lr_ratio"] == 1.0  # today's defaults
+    del saved["fone_head_in_use"], saved["token_rows_lr_ratio"]
+    json.dump(saved, open(tmp_path / "adapter_config.json", "w"))
+    loaded = NumberAdapterConfig.from_pretrained(str(tmp_path))
+    assert loaded.fone_head_in_use is True and loaded.token_rows_lr_ratio is None
+
+
+@pytest.mark.parametrize(
+    "field, value, words",
+    [
+        ("fone_head_min_share", 1.5, "[0, 1]"),
+        ("fone_head_min_share", True, "[0, 1]"),
+        ("fone_head_in_use", "no", "None"),
+    ],
+)
+def test_head_choice_settings_are_checked(field, value, words):
+    with pytest.raises(ValueError, match=field) as caught:
+        NumberAdapterConfig(encoding="fone", **{field: value})
+    assert words in str(caught.value) and repr(value) in str(caught.value)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["context_products", "fone_numbers_in_effect"]
+__all__ = ["context_products", "fone_numbers_in_effect", "head_in_use", "head_left_out"]
 
 
 def fone_numbers_in_effect(config: Any) -> str:
@@ -33,3 +33,18 @@ def context_products(config: Any) -> bool:
     if products is None:
         return getattr(config, "encoding", "fone") == "fone" and fone_numbers_in_effect(config) == "answers"
     return bool(products)
+
+
+def head_in_use(config: Any) -> bool:
+    """Whether the head writes numbers: ``config.fone_head_in_use``, None (not decided by a trainer) read as True."""
+    return getattr(config, "fone_head_in_use", None) is not False
+
+
+def head_left_out(config: Any) -> bool:
+    """Whether a FoNE config in answers mode writes no [NUM] at all (``fone_head_in_use=False``, decided by
+    `NumberSFTTrainer` from ``fone_head_min_share``): every number stays digits, as with LoRA on digits."""
+    return (
+        getattr(config, "encoding", None) == "fone"
+        and fone_numbers_in_effect(config) == "answers"
+        and not head_in_use(config)
+    )

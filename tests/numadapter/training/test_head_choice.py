@@ -1,0 +1,114 @@
+"""fone_head_in_use: NumberSFTTrainer leaves the context head out where it forms few training answers; the adapter
+then trains and writes numbers as LoRA on digits does (same LoRA weights), and says so."""
+
+from __future__ import annotations
+
+import random
+import warnings
+
+import datasets
+import pytest
+import torch
+from helpers.adapter_cases import Store
+from helpers.training_cases import arithmetic, sft_args
+
+from numadapter.config import NumberAdapterConfig
+from numadapter.generation import generate
+from numadapter.mapping import get_peft_model
+from numadapter.schema import KIND_FIELD
+from numadapter.tokenization import NumberTokenizer
+from numadapter.training.head_choice import head_share
+from numadapter.training.sft import NumberSFTTrainer
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Store:
+    return Store(str(tmp_path_factory.mktemp("head_choice")))
+
+
+def twice_plus_one(n: int, seed: int = 0) -> datasets.Dataset:
+    """Answers the head cannot form from the numbers before them: 2a + 1 (no sum, product or copy of a)."""
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(n):
+        a = rng.randrange(10, 100)
+        rows.append({"prompt": f"Twice {a} plus one is", "completion": f" {2 * a + 1}."})
+    return datasets.Dataset.from_list(rows)
+
+
+def trainer_for(store: Store, tmp_path, data: datasets.Dataset, encoding: str = "fone", steps: int = 3, **config):
+    tokenizer = store.tokenizer("digits")
+    settings = dict(
+        int_digits=4, frac_digits=0, r=4, lora_alpha=8, lora_dropout=0.0, target_modules=["q_proj", "v_proj"]
+    )
+    adapter = NumberAdapterConfig(encoding=encoding, **settings, **config)
+    torch.manual_seed(0)
+    model = get_peft_model(store.base("llama", tie=False, hidden=32), adapter, tokenizer=tokenizer)
+    ntok = NumberTokenizer(tokenizer, adapter)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer = NumberSFTTrainer(
+            model=model, args=sft_args(tmp_path, max_steps=steps, learning_rate=1e-2), train_dataset=data,
+            processing_class=ntok,
+        )  # fmt: skip
+    return trainer, ntok, [str(w.message) for w in caught]
+
+
+def test_head_left_out_where_it_forms_no_answer(store, tmp_path):
+    trainer, ntok, caught = trainer_for(store, tmp_path, twice_plus_one(16))
+    config = trainer.model.peft_config[trainer.model.active_adapter]
+    assert config.fone_head_in_use is False and ntok.config.fone_head_in_use is False
+    said = [m for m in caught if "fone_head_in_use=False" in m]
+    assert said and "forms 0 of the 16 training answers" in said[0] and "fone_head_min_share=0.1" in said[0]
+    assert all(kind != 1 for row in trainer.train_dataset for kind in row[KIND_FIELD])  # no [NUM] to train
+    enc = ntok(["Twice 12 plus one is"], return_tensors="pt")
+    with torch.no_grad():
+        logits = trainer.model(**{k: v for k, v in enc.items() if k != "number_texts"}).logits
+    assert torch.isneginf(logits[..., ntok.num_token_id]).all() and torch.isfinite(logits[..., :-1]).all()
+    trainer.train()
+    out = generate(trainer.model, ntok, ["Twice 12 plus one is"], max_new_tokens=6, return_dict=True)
+    assert ntok.num_token_id not in list(out.token_ids[0])  # nothing written through the head
+    trainer.save_model(str(tmp_path / "saved"))
+    loaded = NumberTokenizer.from_pretrained(str(tmp_path / "saved"))
+    assert loaded.config.fone_head_in_use is False  # the decision travels with the adapter's tokenizer
+
+
+def test_head_used_where_it_forms_the_answers(store, tmp_path):
+    trainer, ntok, caught = trainer_for(store, tmp_path, arithmetic(16))
+    assert ntok.config.fone_head_in_use is True and not [m for m in caught if "fone_head_in_use" in m]
+    assert any(kind == 1 for row in trainer.train_dataset for kind in row[KIND_FIELD])  # sums written as [NUM]
+
+
+def test_a_decided_or_zero_share_keeps_the_head(store, tmp_path):
+    trainer, ntok, _ = trainer_for(store, tmp_path, twice_plus_one(16), fone_head_min_share=0.0)
+    assert ntok.config.fone_head_in_use is True
+    trainer, ntok, _ = trainer_for(store, tmp_path, twice_plus_one(16), fone_head_in_use=True)
+    assert ntok.config.fone_head_in_use is True
+
+
+def test_head_share_counts_formable_answers_whatever_the_digit_share(store):
+    tokenizer = store.tokenizer("digits")
+    config = NumberAdapterConfig(encoding="fone", int_digits=4, frac_digits=0, fone_digit_answers=0.9)
+    ntok = NumberTokenizer(tokenizer, config)
+    rows = datasets.Dataset.from_list(list(arithmetic(10)) + list(twice_plus_one(30)))
+    from numadapter.data.prepare import prepare_dataset
+
+    assert head_share(rows, ntok, prepare_dataset) == (10, 40)
+    assert config.fone_digit_answers == 0.9 and config.fone_head_in_use is None  # measured on a copy
+
+
+def test_left_out_head_trains_as_lora_on_digits(store, tmp_path):
+    """The same seed, data and steps: the FoNE adapter without its head ends with LoRA on digits' LoRA weights."""
+    data = twice_plus_one(16)
+    fone, _, _ = trainer_for(store, tmp_path / "fone", data, steps=4)
+    digits, _, _ = trainer_for(store, tmp_path / "digits", data, encoding="digits", steps=4)
+    assert fone.model.peft_config["default"].fone_head_in_use is False
+    fone.train()
+    digits.train()
+    lora = {n: p for n, p in digits.model.named_parameters() if "lora_" in n}
+    theirs = {n: p for n, p in fone.model.named_parameters() if "lora_" in n}
+    assert lora.keys() == theirs.keys() and lora
+    moved = max((p - 0).abs().max().item() for n, p in lora.items() if "lora_B" in n)
+    assert moved > 0  # LoRA trained
+    for name, weight in lora.items():
+        torch.testing.assert_close(theirs[name], weight, rtol=1e-4, atol=1e-6, msg=name)
