@@ -163,10 +163,10 @@ ARMS: dict[str, Arm] = {
     "fone_tool_auto": Arm(
         "fone",
         1e-3,
-        {**{k: v for k, v in TOOL.items() if k != "fone_head_in_use"}, "token_rows_lr_ratio": 1.0},
-        hypothesis="fone_tool_rows1 with the head left out where it forms under 10% of the training answers "
-        "(fone_head_min_share, decided by NumberSFTTrainer): there the adapter trains as LoRA on digits, so it "
-        "cannot lose to it; where the head forms the answers it is fone_tool_rows1",
+        {k: v for k, v in TOOL.items() if k != "fone_head_in_use"},
+        hypothesis="fone_tool_compute with the head left out where it forms under 10% of the training answers "
+        "(fone_head_min_share, decided by NumberSFTTrainer; the rows then at LoRA's rate): there the adapter trains "
+        "as LoRA on digits, so it cannot lose to it; where the head forms the answers it is fone_tool_compute",
     ),
     "xval": Arm(
         "xval",

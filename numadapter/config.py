@@ -50,7 +50,6 @@ LEGACY_DEFAULTS = {
     "fone_digit_answers": 0.0,
     "fone_head_copies": True,
     "fone_head_in_use": True,
-    "token_rows_lr_ratio": None,
 }
 
 
@@ -282,11 +281,12 @@ class NumberAdapterConfig(LoraConfig):
             than LoRA's). `NumberSFTTrainer` and
             `NumberSeq2SeqTrainer` put those parameters in their own optimizer group, which follows the same
             schedule; a trainer given its own optimizer is left as it is.
-        token_rows_lr_ratio (`float`, defaults to 1.0): the learning rate of the trained token rows ([NUM],
-            [AGG], EOS) alone, as a multiple of LoRA's; None gives them ``number_lr_ratio`` (as before round 7, and
-            for adapters saved before). LoRA's rate by default: with the rows at 10x (the quick start's
-            ``number_lr_ratio``) the EOS row moved the LM away from what LoRA on digits learns even where no answer
-            is a [NUM] (the task suite, arm ``fone_tool_rows1``: words 89% against 84%, LoRA 88%).
+        token_rows_lr_ratio (`float`, defaults to None): the learning rate of the trained token rows ([NUM],
+            [AGG], EOS) alone, as a multiple of LoRA's. None: ``number_lr_ratio``, except for a FoNE adapter whose
+            head the trainer left out (``fone_head_in_use=False``), whose rows train at LoRA's rate as LoRA on
+            digits trains its EOS row. (With the rows at 10x, the EOS row moved the LM away from what LoRA on digits
+            learns even where no answer is a [NUM]; at 1x with the head in use, the [NUM] row learned too slowly for
+            the ledger: the task suite, arm ``fone_tool_rows1``.)
 
     Model binding (filled by `numadapter.get_peft_model(..., tokenizer=...)`; set them yourself only when calling
     `peft.get_peft_model` directly; saved with the adapter so loading re-applies the same resize):
@@ -442,7 +442,7 @@ class NumberAdapterConfig(LoraConfig):
         metadata={"help": "Learning rate of the number modules, as a multiple of LoRA's."},
     )
     token_rows_lr_ratio: float | None = field(
-        default=1.0,
+        default=None,
         metadata={"help": "Rate of the [NUM]/[AGG]/EOS rows, as a multiple of LoRA's (None: number_lr_ratio)."},
     )
     # -- model binding (filled by numadapter.get_peft_model / the tuner; saved with the adapter) -----------------

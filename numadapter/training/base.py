@@ -17,6 +17,7 @@ from transformers.trainer_utils import EvalLoopOutput, PredictionOutput
 from numadapter.config import NumberAdapterConfig
 from numadapter.data.collator import CAUSAL_COLUMNS
 from numadapter.data.prepare import prepare_dataset
+from numadapter.methods.fone.answer_mode import head_left_out
 from numadapter.methods.registry import get_method
 from numadapter.training.binding import _map_datasets
 from numadapter.training.callbacks import COMPONENTS, LossMeter, eval_prefix
@@ -94,15 +95,17 @@ def number_lr_ratio(model: Any) -> float:
 
 def number_lr_ratios(model: Any) -> tuple[float, float]:
     """The active adapter's learning-rate ratios ``(number modules, token rows)``: ``number_lr_ratio`` and
-    ``token_rows_lr_ratio`` (the same as ``number_lr_ratio`` when None); ``(1.0, 1.0)`` for a model that is not a
-    numadapter PeftModel."""
+    ``token_rows_lr_ratio`` (when None: ``number_lr_ratio``, or 1.0 for a FoNE adapter whose head the trainer left
+    out); ``(1.0, 1.0)`` for a model that is not a numadapter PeftModel."""
     unwrapped = getattr(model, "module", model)  # DDP / DeepSpeed wrappers
     if not isinstance(unwrapped, PeftModel):
         return 1.0, 1.0
     config = unwrapped.peft_config.get(unwrapped.active_adapter)
     modules = float(getattr(config, "number_lr_ratio", 1.0))
     rows = getattr(config, "token_rows_lr_ratio", None)
-    return modules, modules if rows is None else float(rows)
+    if rows is None:  # the head left out: the EOS row at LoRA's rate, as LoRA on digits trains it
+        rows = 1.0 if head_left_out(config) else modules
+    return modules, float(rows)
 
 
 class _NumberLossMixin:

@@ -98,9 +98,10 @@ def test_head_share_counts_formable_answers_whatever_the_digit_share(store):
 
 
 def test_left_out_head_trains_as_lora_on_digits(store, tmp_path):
-    """The same seed, data and steps: the FoNE adapter without its head ends with LoRA on digits' LoRA weights."""
+    """The same seed, data and steps: the FoNE adapter without its head (number modules at 10x, as the quick start
+    sets them) ends with LoRA on digits' LoRA weights; its rows train at LoRA's rate."""
     data = twice_plus_one(16)
-    fone, _, _ = trainer_for(store, tmp_path / "fone", data, steps=4)
+    fone, _, _ = trainer_for(store, tmp_path / "fone", data, steps=4, number_lr_ratio=10.0)
     digits, _, _ = trainer_for(store, tmp_path / "digits", data, encoding="digits", steps=4)
     assert fone.model.peft_config["default"].fone_head_in_use is False
     fone.train()
@@ -112,3 +113,14 @@ def test_left_out_head_trains_as_lora_on_digits(store, tmp_path):
     assert moved > 0  # LoRA trained
     for name, weight in lora.items():
         torch.testing.assert_close(theirs[name], weight, rtol=1e-4, atol=1e-6, msg=name)
+    rate = {id(p): group["initial_lr"] for group in fone.optimizer.param_groups for p in group["params"]}
+    rows = [p for n, p in fone.model.named_parameters() if "trainable_tokens_delta" in n]
+    assert rows and all(rate[id(p)] == pytest.approx(1e-2) for p in rows)  # LoRA's rate, not 10x
+
+
+def test_rows_follow_number_lr_ratio_while_the_head_is_in_use(store, tmp_path):
+    trainer, _, _ = trainer_for(store, tmp_path, arithmetic(16), steps=1, number_lr_ratio=10.0)
+    trainer.train()
+    rate = {id(p): group["initial_lr"] for group in trainer.optimizer.param_groups for p in group["params"]}
+    rows = [p for n, p in trainer.model.named_parameters() if "trainable_tokens_delta" in n]
+    assert rows and all(rate[id(p)] == pytest.approx(1e-1) for p in rows)

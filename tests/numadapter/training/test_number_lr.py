@@ -19,7 +19,7 @@ def store(tmp_path_factory) -> Store:
     return Store(str(tmp_path_factory.mktemp("number_lr")))
 
 
-def trained(store: Store, tmp_path, ratio: float, steps: int = 3, rows_ratio: float | None = 1.0, **args):
+def trained(store: Store, tmp_path, ratio: float, steps: int = 3, rows_ratio: float | None = None, **args):
     tokenizer = store.tokenizer("digits")
     config = NumberAdapterConfig(encoding="fone", int_digits=4, frac_digits=0, r=4, lora_alpha=8, lora_dropout=0.0,
                                  target_modules=["q_proj", "v_proj"], number_lr_ratio=ratio,
@@ -42,8 +42,8 @@ def group_of(optimizer: torch.optim.Optimizer, model: torch.nn.Module) -> dict[s
 
 
 def test_number_parameters_get_ratio_times_the_rate(store, tmp_path):
-    """token_rows_lr_ratio=None: the rows follow number_lr_ratio, as before round 7."""
-    trainer, moved = trained(store, tmp_path, ratio=10.0, rows_ratio=None, lr_scheduler_type="constant")
+    """token_rows_lr_ratio=None (the default): the rows follow number_lr_ratio."""
+    trainer, moved = trained(store, tmp_path, ratio=10.0, lr_scheduler_type="constant")
     rates = group_of(trainer.optimizer, trainer.model)
     numbers = {n for n in rates if is_number_parameter(n)}
     assert numbers and any("number_modules" in n for n in numbers) and any("trainable_tokens" in n for n in numbers)
@@ -53,9 +53,8 @@ def test_number_parameters_get_ratio_times_the_rate(store, tmp_path):
 
 
 def test_token_rows_get_their_own_ratio(store, tmp_path):
-    """token_rows_lr_ratio: the [NUM] / EOS rows at their own rate (by default LoRA's), the number modules at 10x."""
-    assert NumberAdapterConfig(encoding="fone").token_rows_lr_ratio == 1.0
-    trainer, moved = trained(store, tmp_path, ratio=10.0, lr_scheduler_type="constant")
+    """token_rows_lr_ratio: the [NUM] / EOS rows at their own rate (here LoRA's), the number modules at 10x."""
+    trainer, moved = trained(store, tmp_path, ratio=10.0, rows_ratio=1.0, lr_scheduler_type="constant")
     rates = group_of(trainer.optimizer, trainer.model)
     rows = [n for n in rates if "trainable_tokens" in n]
     modules = [n for n in rates if "number_modules" in n]
