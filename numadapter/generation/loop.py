@@ -24,6 +24,7 @@ check that both give the same tokens and numbers.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
@@ -290,11 +291,23 @@ def _head_where_it_forms(
 
 
 def _in_digits(
-    logits: torch.Tensor, chooser: TokenChooser, t: int, chosen: torch.Tensor, rows: list[int], num_id: int
+    logits: torch.Tensor,
+    chooser: TokenChooser,
+    t: int,
+    chosen: torch.Tensor,
+    rows: list[int],
+    num_id: int,
+    digit_ids: Sequence[int] | None = None,
 ) -> tuple[torch.Tensor, list[int]]:
-    """The step's tokens with [NUM] ruled out on `rows` (chosen again from the rest of their logits ``[B, V]``):
-    ``(chosen [B], the same as a list)``."""
+    """The step's tokens on `rows`, where the LM chose [NUM] and the head forms no number, chosen again from their
+    logits ``[B, V]`` among the digit tokens `digit_ids` (the number is written in digits; every [NUM] in training
+    stood for a number, so the LM's next choice without it, often the end of the answer, would drop the number),
+    or among every token but [NUM] when the digit ids are unknown: ``(chosen [B], the same as a list)``."""
     barred = logits.clone()
+    if digit_ids:
+        allowed = torch.zeros(logits.shape[-1], dtype=torch.bool, device=logits.device)
+        allowed[list(digit_ids)] = True
+        barred[rows] = barred[rows].masked_fill(~allowed, float("-inf"))
     barred[rows, num_id] = float("-inf")
     return _with_rows(chosen, rows, chooser(barred, t))
 
@@ -363,7 +376,8 @@ def decode_loop(
             if prediction is not None and reader.digit_numbers is not None:  # fone_numbers="answers"
                 unformed = reader.unformed(prediction, rows)
                 if unformed:  # the head forms no number there: the row writes it in digit tokens instead
-                    chosen, tokens = _in_digits(step.logits, chooser, t, chosen, unformed, num_id)
+                    digit_ids = getattr(reader.config, "digit_token_ids", None)
+                    chosen, tokens = _in_digits(step.logits, chooser, t, chosen, unformed, num_id, digit_ids)
                     reader.digit_numbers.replace_last(unformed, tokens)
                     rows = [r for r in rows if r not in unformed]
                     prediction = reader.predict(step.hidden, rows) if rows else None

@@ -147,7 +147,7 @@ def test_digits_written_beside_a_num_stay_apart_in_the_text(copier):
 
 def test_a_num_the_head_cannot_form_is_written_in_digits(store):
     """Where the head combines no number (all coefficients 0: its read-out alone), the adapter writes the number in
-    digit tokens: the [NUM] the LM preferred is ruled out and the next best token is taken, as the base would."""
+    digit tokens: the [NUM] the LM preferred is ruled out and the best digit token is taken."""
     torch.manual_seed(0)  # the random LoRA weights: each test's model does not depend on the tests before it
     model, ntok = build(store, "llama", "fone", **SUMS_ONLY)
     copy_latest_number(model)
@@ -165,6 +165,32 @@ def test_a_num_the_head_cannot_form_is_written_in_digits(store):
     with torch.no_grad():  # the LM alone still ranks [NUM] first where the number was written otherwise
         first = model(**enc).logits[0, -1].argmax().item()
     assert first == ntok.num_token_id != out.token_ids[row][0]
+
+
+def test_a_num_the_head_cannot_form_is_not_dropped_for_the_end_of_the_answer(store):
+    """The LM's next choice after an unformable [NUM] is the end of the text (it learned "[NUM] then EOS"): the
+    number is still written, in digit tokens, instead of ending the answer without it."""
+    torch.manual_seed(0)
+    model, ntok = build(store, "llama", "fone", **SUMS_ONLY)
+    copy_latest_number(model)
+    encourage_numbers(model, ntok, PROMPTS[:6])
+    head = model.base_model.number_modules["default"].head
+    eos = ntok.tokenizer.eos_token_id
+    with torch.no_grad():
+        head.coefficients.bias.zero_()  # the head forms nothing
+        base_weight(model.base_model.model.get_output_embeddings())[eos] = output_rows(model)[0] * 0.97
+    rows = []
+    for row, prompt in enumerate(PROMPTS[:6]):
+        with torch.no_grad():
+            logits = model(**ntok(prompt, return_tensors="pt")).logits[0, -1]
+        if logits.argmax().item() == ntok.num_token_id and logits.topk(2).indices[1].item() == eos:
+            rows.append(row)
+    assert rows  # [NUM] first, the end of the text second
+    out = generate(model, ntok, PROMPTS[:6], max_new_tokens=6, return_dict=True)
+    digits = set(model.peft_config["default"].digit_token_ids)
+    for row in rows:
+        assert out.token_ids[row][0] in digits, (row, out.completions[row])
+        assert out.numbers[row], out.completions[row]  # a number was written
 
 
 def test_products_are_written_exactly_and_their_answers_become_num(store):
