@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from helpers.adapter_cases import Case, Store, build
+from helpers.answers_cases import SUMS_ONLY
 
 
 @pytest.fixture(scope="module")
@@ -12,13 +13,15 @@ def store(tmp_path_factory) -> Store:
     return Store(tmp_path_factory.mktemp("head-detach"))
 
 
-def head_loss_gradients(store: Store, trains_lm: bool) -> tuple[float, float, float]:
+def head_loss_gradients(store: Store, trains_lm: bool | None, **settings) -> tuple[float, float, float]:
     """The largest gradient of the head loss alone on (LoRA, the number head, the token rows)."""
     model, ntok, _ = build(
-        store, Case("llama", "fone", tie=True), init_lora_weights=False, head_loss_trains_lm=trains_lm
+        store, Case("llama", "fone", tie=True), init_lora_weights=False, head_loss_trains_lm=trains_lm, **settings
     )
     model.train()
-    enc = ntok(["a 12 + 30 = 42", "b 7 - 5 = 2"], return_tensors="pt", padding=True)
+    texts = ["a 12 + 30 = 42", "b 7 - 5 = 2"]
+    start = {"answer_start": [t.index("=") + 1 for t in texts]} if settings else {}  # answers mode: the sums
+    enc = ntok(texts, return_tensors="pt", padding=True, **start)
     batch = {k: v for k, v in enc.items() if k != "number_texts"}
     labels = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
     out = model(**batch, labels=labels)
@@ -38,6 +41,16 @@ def test_detached_head_loss_trains_the_head_only(store):
     assert lora == 0.0 and rows == 0.0  # nothing of the LM moves with the head loss
 
 
-def test_default_head_loss_reaches_lora(store):
-    lora, head, _ = head_loss_gradients(store, trains_lm=True)
+def test_head_loss_reaches_lora_when_asked_and_by_default_with_every_number_a_num(store):
+    for trains_lm in (True, None):  # fone_numbers="all" (a read-out head needs the hidden state to carry the number)
+        lora, head, _ = head_loss_gradients(store, trains_lm=trains_lm)
+        assert head > 0 and lora > 0
+
+
+def test_answers_mode_detaches_by_default(store):
+    """fone_numbers="answers": the context head's digits come from the numbers before the answer; by default its
+    loss leaves the LM alone."""
+    lora, head, rows = head_loss_gradients(store, None, **SUMS_ONLY)
+    assert head > 0 and lora == 0.0 and rows == 0.0
+    lora, head, _ = head_loss_gradients(store, True, **SUMS_ONLY)  # asked for: it reaches LoRA
     assert head > 0 and lora > 0
