@@ -33,9 +33,9 @@ ANSWERS = {"number_lr_ratio": 10.0, "fone_head_input": "context", "fone_numbers"
 # round 6: products, half the answers in digits, copies left to the LM (the library's defaults since round 6)
 TOOL = {**ANSWERS, "fone_context_products": True, "fone_digit_answers": 0.5, "fone_head_copies": False,
         "fone_head_in_use": True}  # fmt: skip  # the head always on, as measured before the trainer chose (round 7)
-# as every arm before round 7 was measured: the [NUM] / EOS rows at number_lr_ratio, the head's loss into the LM
+# as every arm before round 7 was measured: the [NUM] / EOS rows at number_lr_ratio
 COMMON = dict(int_digits=5, frac_digits=0, r=16, lora_alpha=32, lora_dropout=0.0, target_modules="all-linear",
-              token_rows_lr_ratio=None, head_loss_trains_lm=True)  # fmt: skip
+              token_rows_lr_ratio=None)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from numadapter.config import NumberAdapterConfig
 from numadapter.data.head_coverage import answers_mode
 from numadapter.integrations.deepspeed_zero import matrix_shape
 from numadapter.methods.context import ContextNumbers, context_at
-from numadapter.methods.fone.answer_mode import head_left_out, head_loss_reaches_lm
+from numadapter.methods.fone.answer_mode import head_left_out
 from numadapter.methods.registry import get_method
 from numadapter.tuner.cache_numbers import CacheNumbers, call_rows
 from numadapter.tuner.forward_hooks import number_hooks
@@ -427,7 +427,7 @@ class NumberAdapterModel(LoraModel):
             if training:
                 index = plan.target_index or (hidden.new_zeros(0, dtype=torch.long),) * 2
                 at_targets = None if context is None else context.select(index)
-                at_hidden = hidden[index] if head_loss_reaches_lm(config) else hidden[index].detach()  # (N, H)
+                at_hidden = hidden[index] if config.head_loss_trains_lm else hidden[index].detach()  # (N, H)
                 target_outputs = head_outputs(config, modules.head, at_hidden, at_targets)  # (N, ...)
             fields.update(
                 combine(config, modules.head, out.logits, target_outputs, plan, num_items_in_batch, digit_rows)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["context_products", "fone_numbers_in_effect", "head_in_use", "head_left_out", "head_loss_reaches_lm"]
+__all__ = ["context_products", "fone_numbers_in_effect", "head_in_use", "head_left_out"]
 
 
 def fone_numbers_in_effect(config: Any) -> str:
@@ -48,12 +48,3 @@ def head_left_out(config: Any) -> bool:
         and fone_numbers_in_effect(config) == "answers"
         and not head_in_use(config)
     )
-
-
-def head_loss_reaches_lm(config: Any) -> bool:
-    """``config.head_loss_trains_lm`` with None decided: False where the config writes only the answers the context
-    head forms (answers mode: its digits come from the numbers before the answer), True otherwise."""
-    trains = getattr(config, "head_loss_trains_lm", True)
-    if trains is None:
-        return not (getattr(config, "encoding", "fone") == "fone" and fone_numbers_in_effect(config) == "answers")
-    return bool(trains)

@@ -13,7 +13,7 @@ def store(tmp_path_factory) -> Store:
     return Store(tmp_path_factory.mktemp("head-detach"))
 
 
-def head_loss_gradients(store: Store, trains_lm: bool | None, **settings) -> tuple[float, float, float]:
+def head_loss_gradients(store: Store, trains_lm: bool, **settings) -> tuple[float, float, float]:
     """The largest gradient of the head loss alone on (LoRA, the number head, the token rows)."""
     model, ntok, _ = build(
         store, Case("llama", "fone", tie=True), init_lora_weights=False, head_loss_trains_lm=trains_lm, **settings
@@ -41,16 +41,13 @@ def test_detached_head_loss_trains_the_head_only(store):
     assert lora == 0.0 and rows == 0.0  # nothing of the LM moves with the head loss
 
 
-def test_head_loss_reaches_lora_when_asked_and_by_default_with_every_number_a_num(store):
-    for trains_lm in (True, None):  # fone_numbers="all" (a read-out head needs the hidden state to carry the number)
-        lora, head, _ = head_loss_gradients(store, trains_lm=trains_lm)
-        assert head > 0 and lora > 0
-
-
-def test_answers_mode_detaches_by_default(store):
-    """fone_numbers="answers": the context head's digits come from the numbers before the answer; by default its
-    loss leaves the LM alone."""
-    lora, head, rows = head_loss_gradients(store, None, **SUMS_ONLY)
-    assert head > 0 and lora == 0.0 and rows == 0.0
-    lora, head, _ = head_loss_gradients(store, True, **SUMS_ONLY)  # asked for: it reaches LoRA
+def test_head_loss_reaches_lora_by_default(store):
+    lora, head, _ = head_loss_gradients(store, trains_lm=True)  # fone_numbers="all"
     assert head > 0 and lora > 0
+    lora, head, _ = head_loss_gradients(store, True, **SUMS_ONLY)  # answers mode
+    assert head > 0 and lora > 0
+
+
+def test_answers_mode_detached_when_asked(store):
+    lora, head, rows = head_loss_gradients(store, False, **SUMS_ONLY)
+    assert head > 0 and lora == 0.0 and rows == 0.0
