@@ -43,6 +43,8 @@ __all__ = [
     "IGNORE_INDEX",
     "INPUT_PREFIX",
     "KIND_FIELD",
+    "MARKER_KIND",
+    "CONTEXT_KIND",
     "LABEL_PREFIX",
     "NUMBER_KWARGS",
     "NUMBER_TEXTS",
@@ -77,6 +79,8 @@ POSITIONS_FIELD = "number_positions"
 SPAN_FIELD = "number_spans"
 SPARSE_FIELDS = (POSITIONS_FIELD, "number_digits", "number_sign", "number_values")
 KIND_FIELD = "number_kind"  # the num_mask value of each sparse row (fone_numbers="answers" only)
+MARKER_KIND = 1  # num_mask at a [NUM] / [AGG] marker
+CONTEXT_KIND = 2  # num_mask at the last token of a number left in digits (fone_numbers="answers": context only)
 MASK_KINDS = (1, 2)  # a marker; the last token of a number left in digits (context only)
 
 

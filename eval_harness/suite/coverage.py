@@ -24,8 +24,7 @@ def family_coverage(name: str, tokenizer: Any, n: int = 200, seed: int = 0) -> d
     import datasets
 
     from numadapter import NumberAdapterConfig, NumberTokenizer, prepare_dataset
-    from numadapter.data.head_coverage import head_coverage
-    from numadapter.schema import KIND_FIELD, POSITIONS_FIELD
+    from numadapter.data.head_coverage import head_coverage, head_share
 
     found = FAMILIES[name]
     config = NumberAdapterConfig(encoding="fone", int_digits=found.int_digits, frac_digits=found.frac_digits,
@@ -36,13 +35,7 @@ def family_coverage(name: str, tokenizer: Any, n: int = 200, seed: int = 0) -> d
     tool = NumberAdapterConfig(encoding="fone", int_digits=found.int_digits, frac_digits=found.frac_digits,
                                fone_numbers="answers", fone_context_products=True, fone_digit_answers=0.0,
                                fone_head_copies=True)  # every answer the head can form, copies included  # fmt: skip
-    as_tool = prepare_dataset(datasets.Dataset.from_list(held), NumberTokenizer(tokenizer, tool))
-    answers = heads = 0
-    for row in as_tool:  # the completion's numbers, and those written as [NUM] (kind 1): the head forms them
-        for position, kind in zip(row[POSITIONS_FIELD], row[KIND_FIELD]):
-            if row["completion_mask"][position]:
-                answers += 1
-                heads += kind == 1
+    heads, answers = head_share(datasets.Dataset.from_list(held), NumberTokenizer(tokenizer, tool), prepare_dataset, n)
     return {"answers": coverage.answers, "formed": coverage.formed, "share": coverage.share,
             "share_with_products": heads / answers if answers else 0.0}  # fmt: skip
 

@@ -18,6 +18,7 @@ on SmolLM2-135M); on a x1000 unit conversion, which no combination forms, it los
 
 from __future__ import annotations
 
+import copy
 import itertools
 import warnings
 from collections.abc import Sequence
@@ -26,9 +27,12 @@ from typing import Any
 
 from numadapter.methods.fone.answer_mode import fone_numbers_in_effect
 from numadapter.methods.fone.wrapping import place_integer
-from numadapter.schema import POSITIONS_FIELD
+from numadapter.schema import KIND_FIELD, MARKER_KIND, POSITIONS_FIELD
 
-__all__ = ["Coverage", "answers_mode", "combination_of", "fixed_point", "formable", "head_coverage", "warn_uncovered"]
+__all__ = [
+    "Coverage", "answers_mode", "combination_of", "fixed_point", "formable", "head_coverage", "head_share",
+    "warn_uncovered",
+]  # fmt: skip
 
 # the share of answers the head may fail to form before the trainer warns
 UNCOVERED_WARNING_SHARE = 0.1
@@ -130,6 +134,32 @@ def head_coverage(dataset: Any, count: int, limit: int = 2000) -> Coverage:
             elif len(coverage.examples) < 3:
                 coverage.examples.append((context, values[n]))
     return coverage
+
+
+def head_share(dataset: Any, ntok: Any, prepare: Any, sample: int = 2000) -> tuple[int, int]:
+    """``(formed, answers)``: of the trained numbers (completion numbers, or every number of a text without a
+    completion) in the first `sample` examples of the raw `dataset`, how many the tokenizer writes as [NUM] in
+    answers mode when no answer is kept in digits on purpose (``fone_digit_answers=0``, the head in use), under its
+    own rules (sums, products and quotients with ``fone_context_products``, copies only with ``fone_head_copies``).
+
+    Args:
+        dataset: the raw training data (a `datasets.Dataset`).
+        ntok: the `NumberTokenizer` (answers mode); measured on a copy of its config.
+        prepare: ``prepare(dataset, ntok) -> prepared rows`` (`numadapter.data.prepare_dataset`, or the trainer's).
+        sample: examples to look at.
+    """
+    measuring = copy.copy(ntok)
+    measuring.config = copy.copy(ntok.config)
+    measuring.config.fone_digit_answers = 0.0
+    measuring.config.fone_head_in_use = True
+    formed = answers = 0
+    for row in prepare(dataset.select(range(min(sample, len(dataset)))), measuring):
+        trained = row.get("completion_mask")
+        for position, kind in zip(row[POSITIONS_FIELD], row[KIND_FIELD]):
+            if trained is None or trained[position]:
+                answers += 1
+                formed += kind == MARKER_KIND
+    return formed, answers
 
 
 def warn_uncovered(coverage: Coverage, count: int, frac_digits: int) -> None:

@@ -38,13 +38,11 @@ from numadapter.data.head_coverage import fixed_point, formable
 from numadapter.methods.fone.answer_mode import context_products
 from numadapter.methods.fone.pair_ops import pair_formable
 from numadapter.numbers import ExactNumber, NumberOutOfRangeError, NumberSpan, find_numbers
+from numadapter.schema import CONTEXT_KIND, MARKER_KIND, EncodedNumber
 from numadapter.schema import SIDE_FIELDS as SIDE_KEYS
-from numadapter.schema import EncodedNumber
 
 ASCII_DIGITS = "0123456789"
 _CACHE_LIMIT = 200_000
-MARKER_KIND = 1  # num_mask at a [NUM] / [AGG] marker
-CONTEXT_KIND = 2  # num_mask at the last token of a number left in digits (fone_numbers="answers": context only)
 
 
 class PlacedNumber(NamedTuple):

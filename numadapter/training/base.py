@@ -88,11 +88,6 @@ def is_number_parameter(name: str) -> bool:
     return any(mark in name for mark in NUMBER_PARAMETER_MARKS)
 
 
-def number_lr_ratio(model: Any) -> float:
-    """The active adapter's ``number_lr_ratio`` (1.0 for a model that is not a numadapter PeftModel)."""
-    return number_lr_ratios(model)[0]
-
-
 def number_lr_ratios(model: Any) -> tuple[float, float]:
     """The active adapter's learning-rate ratios ``(number modules, token rows)``: ``number_lr_ratio`` and
     ``token_rows_lr_ratio`` (when None: ``number_lr_ratio``, or 1.0 for a FoNE adapter whose head the trainer left

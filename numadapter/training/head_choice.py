@@ -3,49 +3,19 @@
 In answers mode every number stays the base's digit tokens and only an answer the context head forms (a sum,
 difference, product or quotient of the numbers before it; not a copy) becomes [NUM]. Where the data has few such
 answers (unit conversions, numbers in words, max / min, a regression) the head has nothing to learn, yet the [NUM]
-token still takes part in every softmax and the takeover in generation. `choose_head` measures the share of
-answers the head forms on the first `SAMPLE` training examples; below ``fone_head_min_share`` it sets
-``fone_head_in_use=False`` on the adapter's config and the tokenizer's: the tokenizer then writes no [NUM], the
-model's [NUM] logit is -inf (`numadapter.tuner.model`), and training and generation are those of LoRA on digits.
+token still takes part in every softmax and the takeover in generation. `choose_head` measures the share of answers the
+head forms on the first 2,000 training examples (`numadapter.data.head_coverage.head_share`); below
+``fone_head_min_share`` it sets ``fone_head_in_use=False`` on the adapter's config and the tokenizer's: the tokenizer
+then writes no [NUM], the model's [NUM] logit is -inf (`numadapter.tuner.model`), and training and generation are those
+of LoRA on digits.
 """
 
 from __future__ import annotations
 
-import copy
 import warnings
 from typing import Any
 
-from numadapter.data.head_coverage import answers_mode
-from numadapter.schema import KIND_FIELD, POSITIONS_FIELD
-
-SAMPLE = 2000  # training examples the share is measured on
-MARKER_KIND = 1  # number_kind of an answer written as [NUM] (2: left in digits)
-
-
-def head_share(dataset: Any, ntok: Any, prepare: Any, sample: int = SAMPLE) -> tuple[int, int]:
-    """``(formed, answers)``: of the trained numbers (completion numbers, or every number of a text without a
-    completion) in the first `sample` examples of the raw `dataset`, how many the tokenizer writes as [NUM] when no
-    answer is kept in digits on purpose (``fone_digit_answers=0``).
-
-    Args:
-        dataset: the raw training data (a `datasets.Dataset`).
-        ntok: the `NumberTokenizer` (answers mode).
-        prepare: ``prepare(dataset, ntok) -> prepared rows`` (the trainer's `prepare_dataset` call).
-        sample: examples to look at.
-    """
-    measuring = copy.copy(ntok)
-    measuring.config = copy.copy(ntok.config)
-    measuring.config.fone_digit_answers = 0.0
-    measuring.config.fone_head_in_use = True
-    subset = dataset.select(range(min(sample, len(dataset)))) if hasattr(dataset, "select") else dataset
-    formed = answers = 0
-    for row in prepare(subset, measuring):
-        trained = row.get("completion_mask")
-        for position, kind in zip(row[POSITIONS_FIELD], row[KIND_FIELD]):
-            if trained is None or trained[position]:
-                answers += 1
-                formed += kind == MARKER_KIND
-    return formed, answers
+from numadapter.data.head_coverage import answers_mode, head_share
 
 
 def choose_head(model_config: Any, ntok: Any, dataset: Any, prepare: Any) -> bool | None:

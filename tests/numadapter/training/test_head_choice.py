@@ -13,11 +13,11 @@ from helpers.adapter_cases import Store
 from helpers.training_cases import arithmetic, sft_args
 
 from numadapter.config import NumberAdapterConfig
+from numadapter.data.head_coverage import head_share
 from numadapter.generation import generate
 from numadapter.mapping import get_peft_model
 from numadapter.schema import KIND_FIELD
 from numadapter.tokenization import NumberTokenizer
-from numadapter.training.head_choice import head_share
 from numadapter.training.sft import NumberSFTTrainer
 
 
