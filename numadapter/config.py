@@ -211,6 +211,16 @@ class NumberAdapterConfig(LoraConfig):
             trainer sets ``fone_head_in_use=False``: the adapter then trains and writes every number in the base's
             digit tokens, exactly as LoRA on digits does, so data the head cannot help with cannot be hurt by it
             (the task suite: words, unit conversions, max / min, regression). 0 always uses the head.
+        fone_head_min_confidence (`float`, defaults to 0.0): in answers mode, the least confidence
+            (`numadapter.methods.GeneratedNumber.confidence`: the chosen combination's probability times the fit of
+            its digits) at which generation lets the head write a number; below it the number is written in digit
+            tokens, as one the head does not form. A wrong combination costs the size of a whole number, a digit
+            answer a few digits' error.
+        fone_head_digit_check (`int`, defaults to 0): in answers mode, k > 0 lets generation write a number with the
+            head only where its first digit is among the LM's k likeliest digit tokens at that step (a negative
+            number is not checked); otherwise the LM writes it in digits. The LM's own digits are approximate but
+            its leading digit is rarely wrong, while a wrong combination of the numbers before the answer (a
+            ledger balance of 868 for 10371) is off by the size of the answer.
         fone_head_in_use (`bool`, defaults to None): in answers mode, whether the head writes numbers. None (not
             decided: a model never trained by `NumberSFTTrainer`) and True use it; False writes no [NUM]: the
             tokenizer keeps every answer in digits and the model's [NUM] logit is -inf (training, `generate`,
@@ -387,6 +397,20 @@ class NumberAdapterConfig(LoraConfig):
             "help": "fone_numbers='answers': the least share of training answers the head must form to be used."
         },
     )
+    fone_head_min_confidence: float = field(
+        default=0.0,
+        metadata={
+            "help": "fone_numbers='answers': in generation, a [NUM] the head writes with a lower confidence is "
+            "written in digits instead."
+        },
+    )
+    fone_head_digit_check: int = field(
+        default=0,
+        metadata={
+            "help": "fone_numbers='answers': in generation, the head writes a number only if its first digit is among "
+            "the LM's this many likeliest digits there (0: no check)."
+        },
+    )
     fone_head_in_use: bool | None = field(
         default=None,
         metadata={"help": "fone_numbers='answers': whether the head writes numbers (set by NumberSFTTrainer)."},
@@ -552,6 +576,18 @@ class NumberAdapterConfig(LoraConfig):
             raise ValueError(
                 f"`fone_head_min_share` must be a number in [0, 1] (the least share of training answers the head "
                 f"must form to be used; 0 always uses it), got {least!r}."
+            )
+        sure = self.fone_head_min_confidence
+        if isinstance(sure, bool) or not isinstance(sure, (int, float)) or not 0.0 <= sure <= 1.0:
+            raise ValueError(
+                f"`fone_head_min_confidence` must be a number in [0, 1] (the head's least confidence to write a "
+                f"number; 0 writes every number it forms), got {sure!r}."
+            )
+        top = self.fone_head_digit_check
+        if isinstance(top, bool) or not isinstance(top, int) or not 0 <= top <= 10:
+            raise ValueError(
+                f"`fone_head_digit_check` must be an integer in [0, 10] (how many of the LM's likeliest digits the "
+                f"first digit of a number the head writes must be among; 0 checks nothing), got {top!r}."
             )
         share = self.fone_digit_answers
         if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 <= share < 1.0:

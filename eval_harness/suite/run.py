@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from eval_harness.suite.families import FAMILIES, family, family_rows
+from eval_harness.suite.gates import parse_settings
 
 DEFAULT_OUT = Path(__file__).parent.parent / "results" / "suite"
 DEFAULT_ARMS = ("lora_digits", "digits_ntl", "fone_tool_compute", "xval")
@@ -52,6 +53,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     run.add_argument("--base", default=None, help="model directory (default: numadapter.smollm2_path())")
     run.add_argument("--out", type=Path, default=DEFAULT_OUT)
     run.add_argument("--note", default="")
+    run.add_argument("--gate-sweep", default=[], type=parse_settings,
+                     help="after training, answer the held-out rows again under each ';'-separated setting of the "
+                     "generation gates, e.g. 'fone_head_digit_check=0;fone_head_digit_check=2' "
+                     "(eval_harness.suite.gates)")  # fmt: skip
     rep = sub.add_parser("report", help="table + plots from the JSON records")
     rep.add_argument("--out", type=Path, default=DEFAULT_OUT)
     sub.add_parser("list", help="the families")
@@ -90,7 +95,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             rows = family_rows(name, args.n_train, args.n_eval, args.seed)
         unseen = held_facts if found.draw is None else facts_train + held_facts  # facts the arm does not train on
         for arm in args.arms:
-            after = _facts_scorer(facts, unseen) if args.retention else None
+            after = _after_training(args, facts, unseen, rows[1], found.max_new_tokens)
             record = run_arm(arm, name, args.steps or STEP_CAP, args.eval_every, len(rows[0]), len(rows[1]),
                              args.batch, args.seed, base, args.out, args.note, None, rows=rows,
                              config=found.arm_config(ARMS[arm].encoding), seconds=args.seconds,
@@ -120,6 +125,26 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{name:24} {found['formed']:4d} / {found['answers']:4d} = {found['share']:.0%}")
         return
     run(args)
+
+
+def _after_training(args: argparse.Namespace, facts: Any, unseen: list[dict[str, str]], held: list[dict[str, str]],
+                    max_new_tokens: int) -> Any:  # fmt: skip
+    """What runs on each trained adapter: the facts (``--retention``) and the gate sweep, if asked."""
+    from eval_harness.suite.gates import sweep
+
+    steps = []
+    if args.retention:
+        steps.append(_facts_scorer(facts, unseen))
+    if args.gate_sweep:
+        refs = [r["completion"] for r in held]
+        steps.append(sweep([r["prompt"] for r in held], refs, max_new_tokens, args.gate_sweep))
+    if not steps:
+        return None
+
+    def after(model: Any, ntok: Any) -> dict[str, Any]:
+        return {key: value for step in steps for key, value in step(model, ntok).items()}
+
+    return after
 
 
 def _facts_scorer(facts: Any, unseen: list[dict[str, str]]) -> Any:

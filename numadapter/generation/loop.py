@@ -283,7 +283,7 @@ def _head_where_it_forms(
     if not starts:
         return chosen, tokens
     trial = reader.predict(hidden, starts)
-    unformed = set(reader.unformed(trial, starts))
+    unformed = set(reader.unformed(trial, starts, logits))
     formed = [r for r in starts if r not in unformed]
     if not formed:
         return chosen, tokens
@@ -374,7 +374,7 @@ def decode_loop(
             rows = [r for r in tracker.active if tokens[r] == num_id] if num_id is not None else []
             prediction = reader.predict(step.hidden, rows) if rows and step.hidden is not None else None
             if prediction is not None and reader.digit_numbers is not None:  # fone_numbers="answers"
-                unformed = reader.unformed(prediction, rows)
+                unformed = reader.unformed(prediction, rows, step.logits)
                 if unformed:  # the head forms no number there: the row writes it in digit tokens instead
                     digit_ids = getattr(reader.config, "digit_token_ids", None)
                     chosen, tokens = _in_digits(step.logits, chooser, t, chosen, unformed, num_id, digit_ids)

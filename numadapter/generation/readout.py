@@ -79,20 +79,50 @@ class NumberReader:
                 sign[row] = completed[row][turn][1]
             self.memory.push(sorted(now), digits.to(device), sign.to(device))
 
-    def unformed(self, prediction: Prediction, rows: list[int]) -> list[int]:
+    def unformed(self, prediction: Prediction, rows: list[int], logits: torch.Tensor | None = None) -> list[int]:
         """The `rows` where the context head combined no number (every coefficient 0 and no pair operation: its
         read-out alone), which ``fone_numbers="answers"`` writes in digit tokens instead: the adapter writes [NUM]
         only for numbers the head forms, as training marked them (one device-to-host copy). With
         ``fone_head_copies=False`` also the rows whose combination is a copy (one number, coefficient +1), which
-        training left to the LM in digits."""
+        training left to the LM in digits; with ``fone_head_min_confidence`` > 0 also the rows whose confidence is
+        below it; with ``fone_head_digit_check`` = k > 0 and the step's LM `logits` ``[B, V]``, also the rows whose
+        number (not negative) starts with a digit outside the LM's k likeliest digit tokens there (`lm_disagrees`)."""
         if prediction.combined is None:
             return []
         terms = prediction.combined[:, 0]  # (B,): the numbers the chosen sum or pair operation combined
-        if getattr(self.config, "fone_head_copies", True) or prediction.combination is None:
-            return [row for row, count in zip(rows, terms[rows].tolist()) if count == 0]
-        copies = (terms == 1) & (prediction.combination.sum(-1) == 1)  # (B,): a single +1 coefficient
-        written = (terms > 0) & ~copies
-        return [row for row, kept in zip(rows, written[rows].tolist()) if not kept]
+        written = terms > 0
+        if not getattr(self.config, "fone_head_copies", True) and prediction.combination is not None:
+            written &= ~((terms == 1) & (prediction.combination.sum(-1) == 1))  # a copy: a single +1 coefficient
+        least = float(getattr(self.config, "fone_head_min_confidence", 0.0) or 0.0)
+        if least > 0 and prediction.confidence is not None:
+            written &= prediction.confidence >= least
+        left = [row for row, kept in zip(rows, written[rows].tolist()) if not kept]
+        if logits is not None:
+            checked = [row for row in rows if row not in left]
+            left = sorted(left + self.lm_disagrees(prediction, checked, logits))
+        return left
+
+    def lm_disagrees(self, prediction: Prediction, rows: list[int], logits: torch.Tensor) -> list[int]:
+        """The `rows` where the number the head would write starts with a digit that is not among the
+        ``fone_head_digit_check`` likeliest digit tokens of the LM's `logits` ``[B, V]`` at this step (none when the
+        check is 0 or the digit token ids are unknown). The LM's digits are approximate but rarely off by a whole
+        leading digit, which is what a wrong combination costs (a ledger balance of 868 for 10371). A negative
+        number is not checked (the LM would first write its sign)."""
+        top = int(getattr(self.config, "fone_head_digit_check", 0) or 0)
+        digit_ids = getattr(self.config, "digit_token_ids", None)
+        if top <= 0 or not digit_ids or not rows:
+            return []
+        ids = torch.tensor(list(digit_ids), dtype=torch.long, device=logits.device)
+        likeliest = logits[rows].index_select(-1, ids).topk(min(top, len(ids)), -1).indices.tolist()  # (R, top)
+        numbers = self.numbers(prediction, rows)
+        out = []
+        for row, allowed in zip(rows, likeliest):
+            text = numbers[row].text
+            if text.startswith("-") or not text[:1].isdigit():
+                continue
+            if int(text[0]) not in allowed:
+                out.append(row)
+        return out
 
     # -- device side ------------------------------------------------------------------------------------------
     def predict(self, hidden: torch.Tensor, rows: list[int]) -> Prediction:

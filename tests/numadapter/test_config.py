@@ -113,6 +113,10 @@ def test_config_saved_before_round_7_keeps_its_head(tmp_path):
     [
         ("fone_head_min_share", 1.5, "[0, 1]"),
         ("fone_head_min_share", True, "[0, 1]"),
+        ("fone_head_min_confidence", -0.1, "[0, 1]"),
+        ("fone_head_min_confidence", "high", "[0, 1]"),
+        ("fone_head_digit_check", 11, "[0, 10]"),
+        ("fone_head_digit_check", 1.5, "[0, 10]"),
         ("fone_head_in_use", "no", "None"),
     ],
 )

@@ -114,3 +114,36 @@ def test_coverage_counts_what_the_context_head_can_form_per_family():
     products = family_coverage("times_one_digit", tokenizer, n=20)
     assert products["formed"] == 0 and products["share_with_products"] == 1.0  # a product of the two numbers
     assert family_coverage("units", tokenizer, n=20)["share_with_products"] < 0.5  # the factor is not in the text
+
+
+def test_gate_sweep_answers_again_under_each_setting_and_puts_the_config_back(monkeypatch):
+    import types
+
+    import numadapter
+    from eval_harness.suite import gates
+
+    args = run.parse_args(["run", "--gate-sweep", "fone_head_digit_check=0; fone_head_digit_check=2,"
+                           "fone_head_min_confidence=0.5"])  # fmt: skip
+    assert args.gate_sweep == [{"fone_head_min_confidence": 0, "fone_head_digit_check": 0},
+                               {"fone_head_min_confidence": 0.5, "fone_head_digit_check": 2}]  # fmt: skip
+    for bad in ("fone_head_digit=2", "fone_head_digit_check=two"):
+        with pytest.raises(SystemExit):
+            run.parse_args(["run", "--gate-sweep", bad])
+    config = types.SimpleNamespace(fone_head_min_confidence=0.0, fone_head_digit_check=0)
+    model = types.SimpleNamespace(peft_config={"default": config}, eval=lambda: None)
+    ntok = types.SimpleNamespace(config=config)
+    seen = []
+
+    def fake_generate(model, ntok, prompts, max_new_tokens, return_dict):
+        check = config.fone_head_digit_check
+        seen.append((config.fone_head_min_confidence, check))
+        completions = [" 12", " 7"] if check else [" 12", " 99"]  # the check sends the second answer to digits
+        return types.SimpleNamespace(completions=completions, confidences=[[0.9], [] if check else [0.4]])
+
+    monkeypatch.setattr(numadapter, "generate", fake_generate)
+    after = gates.sweep(["a =", "b ="], [" 12", " 7"], 4, args.gate_sweep)
+    points = after(model, ntok)["gate_sweep"]
+    assert seen == [(0, 0), (0.5, 2)]
+    assert [(p["exact_match"], p["mae"], p["head_written"]) for p in points] == [(0.5, 46.0, 2), (1.0, 0.0, 1)]
+    assert points[1]["answers"][1] == {"completion": " 7", "reference": " 7", "confidences": []}
+    assert (config.fone_head_min_confidence, config.fone_head_digit_check) == (0.0, 0)

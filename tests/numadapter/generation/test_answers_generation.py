@@ -290,3 +290,71 @@ def test_without_head_copies_a_copy_is_written_in_digits_and_a_sum_as_num(store,
 def test_t5_refuses_answers_mode_with_the_fix(store):
     with pytest.raises(ValueError, match="encoder-decoder.*fone_numbers='all'"):
         build(store, "t5", "fone", fone_numbers="answers")
+
+
+@pytest.mark.parametrize("digit_answers", [0.0, 0.5])
+def test_a_number_the_head_writes_below_the_least_confidence_is_written_in_digits(store, digit_answers):
+    """fone_head_min_confidence: a [NUM] whose confidence (the chosen combination's probability times the fit of its
+    digits) is below it is written in digit tokens; at or under the lowest confidence the head wrote with, the same
+    [NUM]s as without the gate."""
+    torch.manual_seed(0)
+    model, ntok = build(store, "llama", "fone", **{**SUMS_ONLY, "fone_digit_answers": digit_answers})
+    copy_latest_number(model)
+    encourage_numbers(model, ntok, PROMPTS[:6])
+    num_first(model, ntok, PROMPTS[2:5])
+    config = model.peft_config["default"]
+    assert config.fone_head_min_confidence == 0.0
+    out = generate(model, ntok, PROMPTS[2:5], max_new_tokens=6, return_dict=True)
+    written = [c for row in out.confidences for c in row if c is not None]
+    assert written and all(ids[0] == ntok.num_token_id for ids in out.token_ids), out.completions
+    try:
+        config.fone_head_min_confidence = min(written)
+        assert generate(model, ntok, PROMPTS[2:5], max_new_tokens=6, return_dict=True).token_ids == out.token_ids
+        config.fone_head_min_confidence = min(1.0, max(written) + 1e-6)
+        gated = generate(model, ntok, PROMPTS[2:5], max_new_tokens=6, return_dict=True)
+    finally:
+        config.fone_head_min_confidence = 0.0
+    assert all(ntok.num_token_id not in ids for ids in gated.token_ids), gated.completions
+    assert all(c is None for row in gated.confidences for c in row), gated.completions
+    assert all(find_numbers(text) for text in gated.completions), gated.completions  # written in digits instead
+
+
+def test_a_number_whose_first_digit_the_lm_does_not_expect_is_written_in_digits(store):
+    """fone_head_digit_check=k: the head writes its number only where the number's first digit is among the LM's k
+    likeliest digit tokens at that step (found here by a forward of its own); elsewhere the LM writes digits."""
+    torch.manual_seed(0)
+    model, ntok = build(store, "llama", "fone", **SUMS_ONLY)
+    copy_latest_number(model)
+    prompts = ["What is 7 + 8 =", "Paris in 1999", "Alice bought 3 apples for 2.25 each, so", "count 1 2 3"]
+    encourage_numbers(model, ntok, prompts)
+    num_first(model, ntok, prompts)
+    config, num = model.peft_config["default"], ntok.num_token_id
+    digit_ids = list(config.digit_token_ids)
+    sign = model.base_model.number_modules["default"].head.sign_proj
+    with torch.no_grad():  # positive numbers; the LM's likeliest digit is '1' wherever it writes [NUM]
+        sign.weight.zero_()
+        sign.bias.copy_(torch.tensor([10.0, -10.0]))
+        base_weight(model.base_model.model.get_output_embeddings())[digit_ids[1]] = output_rows(model)[0] * 0.5
+        lm_digit = [int(model(**ntok(p, return_tensors="pt")).logits[0, -1, digit_ids].argmax()) for p in prompts]
+    out = generate(model, ntok, prompts, max_new_tokens=4, return_dict=True)
+    assert all(ids[0] == num for ids in out.token_ids), out.completions
+    written = [str(row[0]) for row in out.numbers]
+    assert written == ["8", "1999", "2.25", "3"], out.completions
+    expected = [int(text[0]) == digit for text, digit in zip(written, lm_digit)]
+    assert any(expected) and not all(expected), (written, lm_digit)
+    try:
+        config.fone_head_digit_check = 10  # every digit is among the 10 likeliest: nothing changes
+        assert generate(model, ntok, prompts, max_new_tokens=4, return_dict=True).token_ids == out.token_ids
+        config.fone_head_digit_check = 1
+        checked = generate(model, ntok, prompts, max_new_tokens=4, return_dict=True)
+        with torch.no_grad():  # a negative number is not checked (the LM would write its sign first)
+            sign.bias.copy_(torch.tensor([-10.0, 10.0]))
+        negative = generate(model, ntok, prompts, max_new_tokens=4, return_dict=True)
+    finally:
+        config.fone_head_digit_check = 0
+    assert all(ids[0] == num for ids in negative.token_ids), negative.completions
+    assert [str(row[0]) for row in negative.numbers] == ["-8", "-1999", "-2.25", "-3"], negative.completions
+    assert [ids[0] == num for ids in checked.token_ids] == expected, checked.completions
+    for row, kept in enumerate(expected):
+        if not kept:  # written in digits from the LM's likeliest digit
+            assert checked.token_ids[row][0] == digit_ids[lm_digit[row]], checked.completions
