@@ -28,7 +28,7 @@ ROLE = {"deposit": 1, "withdrawal": -1}
 def roles(prompt: str) -> list[tuple[int, int]]:
     """``(end character offset, coefficient)`` of every number of a ledger prompt, in text order: the account id and
     the date parts 0, the opening balance +1, each list number 0 and each change +1 (deposit) / -1 (withdrawal)."""
-    from numadapter.numbers import find_numbers
+    from numadapter import find_numbers
 
     spans = find_numbers(prompt)
     changes = re.findall(r"\d+\) (deposit|withdrawal) \d+", prompt)
