@@ -217,13 +217,13 @@ class NumberAdapterConfig(LoraConfig):
         fone_head_min_confidence (`float`, defaults to 0.0): in answers mode, the least confidence
             (`numadapter.methods.GeneratedNumber.confidence`: the chosen combination's probability times the fit of
             its digits) at which generation lets the head write a number; below it the number is written in digit
-            tokens, as one the head does not form. A wrong combination costs the size of a whole number, a digit
-            answer a few digits' error.
+            tokens, as one the head does not form. On the task suite (round 8) it did not separate the head's
+            wrong answers from its right ones (a ledger balance of 868 for 10371 at 0.69, right ones 0.53-0.82).
         fone_head_digit_check (`int`, defaults to 0): in answers mode, k > 0 lets generation write a number with the
             head only where its first digit is among the LM's k likeliest digit tokens at that step (a negative
-            number is not checked); otherwise the LM writes it in digits. The LM's own digits are approximate but
-            its leading digit is rarely wrong, while a wrong combination of the numbers before the answer (a
-            ledger balance of 868 for 10371) is off by the size of the answer.
+            number is not checked); otherwise the LM writes it in digits. A wrong combination of the numbers before
+            the answer is off by the size of the answer (a ledger balance of 868 for 10371, which k=2 stopped); the
+            check also stops right answers where the LM's own digits are poor (expressions: 12% -> 7% at k=2).
         fone_head_in_use (`bool`, defaults to None): in answers mode, whether the head writes numbers. None (not
             decided: a model never trained by `NumberSFTTrainer`) and True use it; False writes no [NUM]: the
             tokenizer keeps every answer in digits and the model's [NUM] logit is -inf (training, `generate`,

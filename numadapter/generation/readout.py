@@ -105,9 +105,8 @@ class NumberReader:
     def lm_disagrees(self, prediction: Prediction, rows: list[int], logits: torch.Tensor) -> list[int]:
         """The `rows` where the number the head would write starts with a digit that is not among the
         ``fone_head_digit_check`` likeliest digit tokens of the LM's `logits` ``[B, V]`` at this step (none when the
-        check is 0 or the digit token ids are unknown). The LM's digits are approximate but rarely off by a whole
-        leading digit, which is what a wrong combination costs (a ledger balance of 868 for 10371). A negative
-        number is not checked (the LM would first write its sign)."""
+        check is 0 or the digit token ids are unknown): a wrong combination is usually off in its leading digit (a
+        ledger balance of 868 for 10371). A negative number is not checked (the LM would first write its sign)."""
         top = int(getattr(self.config, "fone_head_digit_check", 0) or 0)
         digit_ids = getattr(self.config, "digit_token_ids", None)
         if top <= 0 or not digit_ids or not rows:
