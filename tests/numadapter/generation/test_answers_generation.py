@@ -347,6 +347,8 @@ def test_a_number_whose_first_digit_the_lm_does_not_expect_is_written_in_digits(
         assert generate(model, ntok, prompts, max_new_tokens=4, return_dict=True).token_ids == out.token_ids
         config.fone_head_digit_check = 1
         checked = generate(model, ntok, prompts, max_new_tokens=4, return_dict=True)
+        width = ntok(prompts, return_tensors="pt", padding=True)["input_ids"].shape[1]
+        through_hf = model.generate(**ntok(prompts, return_tensors="pt", padding=True), max_new_tokens=4)
         with torch.no_grad():  # a negative number is not checked (the LM would write its sign first)
             sign.bias.copy_(torch.tensor([-10.0, 10.0]))
         negative = generate(model, ntok, prompts, max_new_tokens=4, return_dict=True)
@@ -355,6 +357,7 @@ def test_a_number_whose_first_digit_the_lm_does_not_expect_is_written_in_digits(
     assert all(ids[0] == num for ids in negative.token_ids), negative.completions
     assert [str(row[0]) for row in negative.numbers] == ["-8", "-1999", "-2.25", "-3"], negative.completions
     assert [ids[0] == num for ids in checked.token_ids] == expected, checked.completions
+    assert [int(row[width]) for row in through_hf] == [ids[0] for ids in checked.token_ids]  # model.generate: the same
     for row, kept in enumerate(expected):
         if not kept:  # written in digits from the LM's likeliest digit
             assert checked.token_ids[row][0] == digit_ids[lm_digit[row]], checked.completions
