@@ -105,10 +105,22 @@ def _positive(name: str, value: float, *, allow_zero: bool = False) -> None:
         raise ValueError(f"`{name}` must be {bound}, got {value!r}.")
 
 
-def _integer(name: str, value: object, low: int, high: int) -> None:
-    """`value` must be an int (not a bool) in ``[low, high]``."""
+def _integer(name: str, value: object, low: int, high: int, meaning: str = "") -> None:
+    """`value` must be an int (not a bool) in ``[low, high]``; `meaning` says in the error what the field is."""
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ValueError(f"`{name}` must be an integer in [{low}, {high}], got {value!r}.")
+        said = f" ({meaning})" if meaning else ""
+        raise ValueError(f"`{name}` must be an integer in [{low}, {high}]{said}, got {value!r}.")
+
+
+def _fraction(name: str, value: object, meaning: str, *, below_one: bool = False, example: str = "") -> None:
+    """`value` must be a real number (not a bool) in ``[0, 1]`` (``[0, 1)`` with `below_one`); the error says what
+    the field is (`meaning`) and, with `example`, a working value."""
+    bad = isinstance(value, bool) or not isinstance(value, (int, float))
+    if not bad:
+        bad = not (0.0 <= value < 1.0 if below_one else 0.0 <= value <= 1.0)
+    if bad:
+        top, fix = "1)" if below_one else "1]", f": e.g. {example}" if example else ""
+        raise ValueError(f"`{name}` must be a number in [0, {top} ({meaning}), got {value!r}{fix}.")
 
 
 @dataclass
@@ -574,30 +586,16 @@ class NumberAdapterConfig(LoraConfig):
                 f"`fone_head_in_use` must be True, False or None (decided by NumberSFTTrainer), got "
                 f"{self.fone_head_in_use!r}."
             )
-        least = self.fone_head_min_share
-        if isinstance(least, bool) or not isinstance(least, (int, float)) or not 0.0 <= least <= 1.0:
-            raise ValueError(
-                f"`fone_head_min_share` must be a number in [0, 1] (the least share of training answers the head "
-                f"must form to be used; 0 always uses it), got {least!r}."
-            )
-        sure = self.fone_head_min_confidence
-        if isinstance(sure, bool) or not isinstance(sure, (int, float)) or not 0.0 <= sure <= 1.0:
-            raise ValueError(
-                f"`fone_head_min_confidence` must be a number in [0, 1] (the head's least confidence to write a "
-                f"number; 0 writes every number it forms), got {sure!r}."
-            )
-        top = self.fone_head_digit_check
-        if isinstance(top, bool) or not isinstance(top, int) or not 0 <= top <= 10:
-            raise ValueError(
-                f"`fone_head_digit_check` must be an integer in [0, 10] (how many of the LM's likeliest digits the "
-                f"first digit of a number the head writes must be among; 0 checks nothing), got {top!r}."
-            )
-        share = self.fone_digit_answers
-        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 <= share < 1.0:
-            raise ValueError(
-                "`fone_digit_answers` must be a number in [0, 1) (the share of training examples whose answers stay "
-                f"in digits), got {share!r}: e.g. 0.5."
-            )
+        _fraction("fone_head_min_share", self.fone_head_min_share,
+                  "the least share of training answers the head must form to be used; 0 always uses it")  # fmt: skip
+        _fraction("fone_head_min_confidence", self.fone_head_min_confidence,
+                  "the head's least confidence to write a number; 0 writes every number it forms")  # fmt: skip
+        _integer("fone_head_digit_check", self.fone_head_digit_check, 0, 10,
+                 "how many of the LM's likeliest digits the first digit of a number the head writes must be among; "
+                 "0 checks nothing")  # fmt: skip
+        _fraction("fone_digit_answers", self.fone_digit_answers,
+                  "the share of training examples whose answers stay in digits", below_one=True,
+                  example="0.5")  # fmt: skip
         # FoNE settings are checked for their values only on other encodings, which do not use them (as fone_bases)
         if self.encoding == "fone" and self.fone_head_input == "context" and self.fone_head_target != "feature":
             raise ValueError(
