@@ -14,6 +14,7 @@ from typing import Literal
 
 from peft import LoraConfig
 
+from numadapter.methods.fone.pointer import POINTER_NUMBERS
 from numadapter.methods.registry import BUILTIN, get_method, known_methods, unknown_encoding_message
 from numadapter.ntl.vocab import KINDS as NTL_KINDS
 from numadapter.numbers import find_numbers
@@ -217,6 +218,14 @@ class NumberAdapterConfig(LoraConfig):
             copies to the LM in digit tokens (it copies digits well), so the head writes only the numbers it
             computes: a sum, a difference, a product or a quotient; in generation a [NUM] whose chosen combination
             is a copy is written in digits instead.
+        fone_context_pointer (`bool`, defaults to None): with fone_head_input="context", True chooses each of the
+            last `fone_context_numbers` numbers (up to 16) by its own hidden state (the key at its position) and the
+            answer's, so the head reaches numbers far back among others (a ledger's opening balance after an id, a
+            date and list numbers); its coefficients are trained on the combination with the fewest terms that
+            forms each answer (`numadapter.methods.fone.pointer`). False: the coefficients of the last K numbers
+            come from the answer's hidden state alone, scored over all 3^K combinations. None: False, except that
+            `NumberSFTTrainer` in answers mode turns it on (K = 16) where the last K numbers form under
+            `fone_head_min_share` of the training answers and the pointer forms at least that share.
         fone_head_min_share (`float`, defaults to 0.5): in answers mode, the least share of the training answers
             that the head must form (sums, differences, products, quotients of the numbers before them; copies
             excluded) for `NumberSFTTrainer` to use it, measured on the first 2,000 training examples. Below it the
@@ -382,6 +391,13 @@ class NumberAdapterConfig(LoraConfig):
     fone_context_numbers: int = field(
         default=4, metadata={"help": "fone_head_input='context': the latest numbers the head may combine."}
     )
+    fone_context_pointer: bool | None = field(
+        default=None,
+        metadata={
+            "help": "fone_head_input='context': choose each of the last fone_context_numbers (up to 16) numbers by "
+            "its own hidden state (None: NumberSFTTrainer decides in answers mode)."
+        },
+    )
     fone_numbers: Literal["auto", "all", "answers"] = field(
         default="auto",
         metadata={
@@ -542,6 +558,41 @@ class NumberAdapterConfig(LoraConfig):
                 f"({self.original_vocab_size}): numadapter never shrinks an embedding."
             )
 
+    def _check_context_numbers(self) -> None:
+        """``fone_context_numbers`` in range (up to 6 scored together, up to 16 with the pointer) and
+        ``fone_context_pointer`` only where the context head is."""
+        pointer = self.fone_context_pointer
+        if pointer not in (None, True, False):
+            raise ValueError(
+                f"`fone_context_pointer` must be True, False or None (decided in training), got {pointer!r}."
+            )
+        most = POINTER_NUMBERS if pointer else 6
+        if (
+            not isinstance(self.fone_context_numbers, int)
+            or isinstance(self.fone_context_numbers, bool)
+            or not (1 <= self.fone_context_numbers <= most)
+        ):
+            how = (
+                "each chosen by its own hidden state, fone_context_pointer=True"
+                if pointer
+                else "it scores all 3^K sign combinations; up to 16 with fone_context_pointer=True"
+            )
+            raise ValueError(
+                f"`fone_context_numbers` must be an integer from 1 to {most} (the latest numbers the context head may "
+                f"combine; {how}), got {self.fone_context_numbers!r}: e.g. 4."
+            )
+        if pointer and (self.encoding != "fone" or self.fone_head_input != "context"):
+            raise ValueError(
+                f"fone_context_pointer=True chooses the numbers FoNE's context head combines, but encoding="
+                f"{self.encoding!r}, fone_head_input={self.fone_head_input!r}: set encoding='fone', "
+                "fone_head_input='context', or leave fone_context_pointer at None."
+            )
+        if pointer and self.fone_context_products:
+            raise ValueError(
+                "fone_context_pointer=True combines the numbers by signed sums only, but fone_context_products=True "
+                "asks for products of two of them: set one of them to False (or fone_context_products=None)."
+            )
+
     def __post_init__(self) -> None:
         super().__post_init__()
         self.peft_type = config_peft_type()
@@ -635,15 +686,7 @@ class NumberAdapterConfig(LoraConfig):
                 f"agg_token={marker_choice('agg_token', {self.num_token})!r}."
             )
         _positive("fone_init_scale", self.fone_init_scale)
-        if (
-            not isinstance(self.fone_context_numbers, int)
-            or isinstance(self.fone_context_numbers, bool)
-            or not (1 <= self.fone_context_numbers <= 6)
-        ):
-            raise ValueError(
-                f"`fone_context_numbers` must be an integer from 1 to 6 (the latest numbers the context head may "
-                f"combine; it scores all 3^K sign combinations), got {self.fone_context_numbers!r}: e.g. 4."
-            )
+        self._check_context_numbers()
         _positive("number_lr_ratio", self.number_lr_ratio)
         if self.token_rows_lr_ratio is not None:
             _positive("token_rows_lr_ratio", self.token_rows_lr_ratio)

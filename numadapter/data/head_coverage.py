@@ -36,6 +36,8 @@ __all__ = [
 
 # the share of answers the head may fail to form before the trainer warns
 UNCOVERED_WARNING_SHARE = 0.1
+# contexts longer than this are searched by halves (`_combination_by_halves`), shorter ones term by term
+SEARCHED_DIRECTLY = 6
 
 
 def combination_of(context: Sequence[int], target: int, min_terms: int = 0) -> tuple[int, ...] | None:
@@ -49,6 +51,8 @@ def combination_of(context: Sequence[int], target: int, min_terms: int = 0) -> t
     Returns:
         One coefficient per context value (most recent first), or None when no combination forms the target.
     """
+    if len(context) > SEARCHED_DIRECTLY:  # the pointer head's long contexts: meet in the middle
+        return _combination_by_halves(context, target, min_terms)
     for terms in range(min_terms, len(context) + 1):
         for chosen in itertools.combinations(range(len(context)), terms):
             for signs in itertools.product((1, -1), repeat=terms):
@@ -58,6 +62,19 @@ def combination_of(context: Sequence[int], target: int, min_terms: int = 0) -> t
                         coefficients[k] = s
                     return tuple(coefficients)
     return None
+
+
+def _combination_by_halves(context: Sequence[int], target: int, min_terms: int) -> tuple[int, ...] | None:
+    """`combination_of` for a long context, by `numadapter.methods.fone.pointer.fewest_terms`."""
+    import torch
+
+    from numadapter.methods.fone.pointer import fewest_terms
+
+    if min_terms == 0 and target == 0:
+        return (0,) * len(context)
+    values = torch.tensor([list(context)], dtype=torch.long)
+    found = fewest_terms(values, torch.ones_like(values, dtype=torch.bool), torch.tensor([target]))[0].tolist()
+    return tuple(found) if any(found) else None
 
 
 @dataclass
@@ -136,7 +153,9 @@ def head_coverage(dataset: Any, count: int, limit: int = 2000) -> Coverage:
     return coverage
 
 
-def head_share(dataset: Any, ntok: Any, prepare: Any, sample: int = 2000) -> tuple[int, int]:
+def head_share(
+    dataset: Any, ntok: Any, prepare: Any, sample: int = 2000, settings: dict[str, Any] | None = None
+) -> tuple[int, int]:
     """``(formed, answers)``: of the trained numbers (completion numbers, or every number of a text without a
     completion) in the first `sample` examples of the raw `dataset`, how many the tokenizer writes as [NUM] in
     answers mode when no answer is kept in digits on purpose (``fone_digit_answers=0``, the head in use), under its
@@ -147,11 +166,14 @@ def head_share(dataset: Any, ntok: Any, prepare: Any, sample: int = 2000) -> tup
         ntok: the `NumberTokenizer` (answers mode); measured on a copy of its config.
         prepare: ``prepare(dataset, ntok) -> prepared rows`` (`numadapter.data.prepare_dataset`, or the trainer's).
         sample: examples to look at.
+        settings: config fields to measure under instead of the tokenizer's (e.g. the pointer head's).
     """
     measuring = copy.copy(ntok)
     measuring.config = copy.copy(ntok.config)
     measuring.config.fone_digit_answers = 0.0
     measuring.config.fone_head_in_use = True
+    for name, value in (settings or {}).items():
+        setattr(measuring.config, name, value)
     formed = answers = 0
     for row in prepare(dataset.select(range(min(sample, len(dataset)))), measuring):
         trained = row.get("completion_mask")

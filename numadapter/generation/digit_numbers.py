@@ -57,6 +57,8 @@ class DigitNumbers:
         self.num_token_id = num_token_id
         self.ids: list[list[int]] = [[] for _ in range(rows)]
         self.done: list[int] = [0] * rows  # per row: the text offset up to which numbers were reported
+        # per row, the generated-token index of the last token of each number the latest `observe` reported
+        self.ends: dict[int, list[int]] = {}
 
     def _text(self, ids: list[int]) -> str:
         """The generated text with each [NUM] as one placeholder character."""
@@ -100,6 +102,7 @@ class DigitNumbers:
             row -> ``[(place digits, sign), ...]`` in text order, for the rows where some number completed.
         """
         found: dict[int, list[tuple]] = {}
+        self.ends = {}
         for row in rows:
             self.ids[row].append(int(tokens[row]))
             text = self._text(self.ids[row])
@@ -115,6 +118,15 @@ class DigitNumbers:
                 if number:
                     digits, sign, _ = number
                     new.append((tuple(digits), int(sign)))
+                    self.ends.setdefault(row, []).append(self._token_ending(row, span.end))
             if new:
                 found[row] = new
         return found
+
+    def _token_ending(self, row: int, offset: int) -> int:
+        """The index of the generated token of `row` whose text reaches character `offset` (a number's end)."""
+        ids = self.ids[row]
+        for index in range(len(ids)):
+            if len(self._text(ids[: index + 1])) >= offset:
+                return index
+        return len(ids) - 1

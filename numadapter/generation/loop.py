@@ -38,6 +38,7 @@ from numadapter.generation.readout import NumberReader
 from numadapter.generation.sampling import TokenChooser
 from numadapter.generation.stopping import RowTracker
 from numadapter.numbers import NumberOutOfRangeError
+from numadapter.tuner.forward_hooks import whole_hidden
 from numadapter.tuner.patches import output_module
 from numadapter.tuner.runtime import NumberRuntime
 from numadapter.tuner.side_buffer import NumberInputs
@@ -96,6 +97,8 @@ class _Session:
         self.stack = stack
         self.hooked = False
         self.with_head = parts.runtime.has_head
+        self.keep_prompt = False  # set by the loop: keep the LM-head input at every prompt position
+        self.prompt_hidden: torch.Tensor | None = None  # ``[B, T, H]`` with keep_prompt, after `start`
 
     def _public(self, **kwargs) -> tuple[Step, Any]:
         """The public forward of the PEFT model (validates the number tensors); captures the LM-head input.
@@ -109,11 +112,15 @@ class _Session:
             captured.append(args[0])
 
         handle = output_module(self.parts.runtime.inner).register_forward_pre_hook(capture) if self.with_head else None
+        keep = self.keep_prompt and self.prompt_hidden is None
         try:
-            out = self.parts.model(**kwargs)
+            with whole_hidden(self.parts.runtime.inner, keep) as whole:
+                out = self.parts.model(**kwargs)
         finally:
             if handle is not None:
                 handle.remove()
+        if keep and whole:
+            self.prompt_hidden = whole[-1]
         return Step(out.logits[:, -1], captured[-1][:, -1:] if captured else None), out
 
     def _lean(self, side_name: str, side: NumberInputs | None, current: str | None, **kwargs) -> Step:
@@ -357,14 +364,17 @@ def decode_loop(
     num_id = parts.num_token_id
     with ExitStack() as stack:
         session = session_cls(parts, batch, stack)
-        if reader is not None:
-            reader.begin(batch.numbers, digit_numbers)
+        session.keep_prompt = reader is not None and reader.pointer  # the pointer reads the prompt's keys
         step = session.start(max_new_tokens)
+        if reader is not None:
+            reader.begin(batch.numbers, digit_numbers, session.prompt_hidden)
         running: torch.Tensor | None = None  # device mask of rows still running, once some row stopped
         warned = False  # a warning about a fed-back number (GeneratedNumber.reason) was shown
         for t in range(max_new_tokens):
             chosen = chooser(step.logits, t)  # (B,)
             tokens = chosen.tolist()  # the one host sync of the step
+            if reader is not None:  # the pointer head: the key of the token this step fed
+                reader.step_keys(step.hidden, tracker.active, first=t == 0)
             if reader is not None and reader.head_first and step.hidden is not None:  # fone_digit_answers > 0
                 chosen, tokens = _head_where_it_forms(
                     reader, step.hidden, step.logits, chosen, tokens, tracker.active, num_id

@@ -48,18 +48,48 @@ class NumberReader:
         self.memory: ContextMemory | None = None
         self.digit_numbers: DigitNumbers | None = None
         self.head_first = False  # fone_digit_answers > 0: a number the head forms is written as [NUM]
+        self.pointer = getattr(head, "pointer", None) is not None  # fone_context_pointer: numbers carry keys
+        self.token_keys: list[list[torch.Tensor]] = []  # pointer: per row, the key at each generated token
+        self.pending: list[int] = []  # pointer: rows whose latest number is a [NUM] fed this step, key unknown
 
-    def begin(self, numbers: dict[str, torch.Tensor], digit_numbers: DigitNumbers | None = None) -> None:
+    def begin(
+        self,
+        numbers: dict[str, torch.Tensor],
+        digit_numbers: DigitNumbers | None = None,
+        prompt_hidden: torch.Tensor | None = None,
+    ) -> None:
         """Starts a batch: a head that reads the numbers before it (`NumberMethod.context_size` > 0) remembers the
         last K numbers of each prompt (`numbers`: the prompt's ``num_mask`` / ``num_digits`` / ``num_sign``, which a
         method with a marker token always has) and, as the loop feeds them back, every generated number
         (`side_row`), and with `digit_numbers` (``fone_numbers="answers"``) every number generated in digits
-        (`observe`)."""
+        (`observe`). The pointer head (``fone_context_pointer``) also needs `prompt_hidden` ``[B, T, H]``, the LM-head
+        input at every prompt position, where each prompt number's key is read."""
         self.digit_numbers = digit_numbers
         self.head_first = digit_numbers is not None and float(getattr(self.config, "fone_digit_answers", 0.0)) > 0
         if self.context_size:
             mask, digits = numbers["num_mask"], numbers["num_digits"]
-            self.memory = ContextMemory(mask, digits, numbers.get("num_sign"), self.context_size)
+            keys = None
+            if self.pointer:
+                if prompt_hidden is None:
+                    raise ValueError("fone_context_pointer=True reads the prompt numbers' keys: pass `prompt_hidden`.")
+                keys = self.head.number_keys(prompt_hidden)  # (B, T, D)
+            self.memory = ContextMemory(mask, digits, numbers.get("num_sign"), self.context_size, keys)
+            self.token_keys = [[] for _ in range(mask.shape[0])]
+            self.pending = []
+
+    def step_keys(self, hidden: torch.Tensor | None, rows: list[int], first: bool) -> None:
+        """Pointer head: the key of the token fed at this step (``hidden [B, 1, H]``, the LM-head input there) on
+        `rows`, kept per generated token (a number written in digits takes the key of its last token), and given
+        to the [NUM]s fed at this step (`ContextMemory.set_latest_keys`: a [NUM]'s key is read at the [NUM]).
+        `first`: the step fed the prompt, whose last token is no generated token."""
+        if not self.pointer or self.memory is None or hidden is None:
+            return
+        keys = self.head.number_keys(hidden[:, -1])  # (B, D)
+        self.memory.set_latest_keys(self.pending, keys)
+        self.pending = []
+        if not first:
+            for row in rows:
+                self.token_keys[row].append(keys[row])
 
     def observe(self, tokens: list[int], rows: list[int]) -> None:
         """Records the numbers that the step's chosen `tokens` complete in digits on `rows` as their latest context
@@ -70,6 +100,7 @@ class NumberReader:
         completed = self.digit_numbers.observe(tokens, rows)
         rounds = max(map(len, completed.values()), default=0)
         device = self.memory.numbers.digits.device
+        keys = self.memory.numbers.keys
         for turn in range(rounds):  # the i-th completed number of every row, then the next: text order per row
             now = [row for row, numbers in completed.items() if len(numbers) > turn]
             digits = torch.zeros(len(tokens), self.places, dtype=torch.long)
@@ -77,7 +108,14 @@ class NumberReader:
             for row in now:
                 digits[row] = torch.tensor(completed[row][turn][0], dtype=torch.long)
                 sign[row] = completed[row][turn][1]
-            self.memory.push(sorted(now), digits.to(device), sign.to(device))
+            fed = None
+            if keys is not None:  # the key at each number's last token
+                fed = keys.new_zeros(len(tokens), keys.shape[-1])
+                for row in now:
+                    end = self.digit_numbers.ends[row][turn]
+                    if end < len(self.token_keys[row]):
+                        fed[row] = self.token_keys[row][end]
+            self.memory.push(sorted(now), digits.to(device), sign.to(device), fed)
 
     def unformed(self, prediction: Prediction, rows: list[int], logits: torch.Tensor | None = None) -> list[int]:
         """The `rows` where the context head combined no number (every coefficient 0 and no pair operation: its
@@ -182,6 +220,7 @@ class NumberReader:
         mask = is_number.long().unsqueeze(1)  # (B, 1)
         if self.memory is not None and prediction.digits is not None:
             self.memory.push(rows, prediction.digits, prediction.sign)
+            self.pending = list(rows)  # their keys come with the step that feeds the [NUM] (`step_keys`)
         if prediction.digits is not None:
             digits = (prediction.digits * mask).unsqueeze(1)  # (B, 1, P)
         else:

@@ -32,15 +32,19 @@ class ContextNumbers(NamedTuple):
         digits: int64 ``[..., K, P]`` place digits of ``|x|``, most significant first (zeros in empty slots).
         sign: int64 ``[..., K]`` of +1 / -1 (+1 in empty slots and when the sign is text).
         valid: bool ``[..., K]``: whether the slot holds a number.
+        keys: ``fone_context_pointer``: float ``[..., K, D]`` each number's key, read from the hidden state at its
+            own position (`FoNEDigitHead.number_keys`; zeros in empty slots); None otherwise.
     """
 
     digits: torch.Tensor
     sign: torch.Tensor
     valid: torch.Tensor
+    keys: torch.Tensor | None = None
 
     def select(self, index: tuple[torch.Tensor, ...] | torch.Tensor | slice) -> ContextNumbers:
         """The same slots at the positions `index` selects (e.g. the target rows ``(b, t)``)."""
-        return ContextNumbers(self.digits[index], self.sign[index], self.valid[index])
+        keys = None if self.keys is None else self.keys[index]
+        return ContextNumbers(self.digits[index], self.sign[index], self.valid[index], keys)
 
 
 def last_numbers(
@@ -49,6 +53,7 @@ def last_numbers(
     sign: torch.Tensor | None,
     count: int,
     starts: torch.Tensor | None = None,
+    keys: torch.Tensor | None = None,
 ) -> ContextNumbers:
     """For every position, the last `count` numbers at or before it in its row (and in its example, with `starts`).
 
@@ -59,9 +64,12 @@ def last_numbers(
         count: K, the slots per position.
         starts: bool ``[B, T]``, True where a new example begins inside the row (packed rows: where
             ``position_ids`` restart at 0), or None (one example per row). A number never counts for another example.
+        keys: float ``[B, T, D]`` a key at every position (``fone_context_pointer``), gathered at the numbers'
+            positions like their digits; or None.
 
     Returns:
-        `ContextNumbers` with ``digits [B, T, K, P]``, ``sign [B, T, K]`` and ``valid [B, T, K]``.
+        `ContextNumbers` with ``digits [B, T, K, P]``, ``sign [B, T, K]``, ``valid [B, T, K]`` and, with `keys`,
+        ``keys [B, T, K, D]``.
     """
     is_number = mask != 0  # (B, T)
     batch, length = is_number.shape
@@ -84,10 +92,19 @@ def last_numbers(
     wanted = wanted.clamp(min=0)
     picked = listed[rows[..., None], wanted]  # (B, T, K, P)
     picked_sign = listed_sign[rows[..., None], wanted]  # (B, T, K)
+    picked_keys = None
+    if keys is not None:  # gathered with a graph (the keys train): a new tensor, not an in-place write
+        at = torch.full((batch, width + 1), length, dtype=torch.long, device=mask.device)  # (B, W + 1)
+        at[rows, column] = torch.arange(length, device=mask.device).expand(batch, length)
+        padded = torch.cat((keys, keys.new_zeros(batch, 1, keys.shape[-1])), 1)  # (B, T + 1, D): T is zeros
+        where = at[rows[..., None], wanted]  # (B, T, K): the position of each slot's number
+        where = torch.where(valid, where, length)
+        picked_keys = padded[rows[..., None], where]  # (B, T, K, D)
     return ContextNumbers(
         digits=torch.where(valid[..., None], picked, 0),
         sign=torch.where(valid, picked_sign, 1),
         valid=valid,
+        keys=picked_keys,
     )
 
 
@@ -121,7 +138,7 @@ def combine_exactly(numbers: ContextNumbers, coefficients: torch.Tensor) -> torc
 
 def context_at(
     before: NumberInputs | None, current: NumberInputs | None, batch: int, length: int, places: int, count: int,
-    device: torch.device, position_ids: torch.Tensor | None = None,
+    device: torch.device, position_ids: torch.Tensor | None = None, keys: torch.Tensor | None = None,
 ) -> ContextNumbers:  # fmt: skip
     """`last_numbers` for the last `length` positions of a forward call's side `current` (the hidden states the
     head reads: all of them, or fewer with ``logits_to_keep``).
@@ -136,17 +153,26 @@ def context_at(
         device: where empty slots are built.
         position_ids: ``[B, T]`` of the current side, or None: a packed row's examples begin where they restart at
             0, and a number never counts for another example.
+        keys: ``fone_context_pointer``: float ``[B, T, D]`` the key at every position of `current` (a causal LM's
+            input, all T positions, also those beyond `length`; no earlier side), or None.
 
     Returns:
-        `ContextNumbers` with ``digits [B, length, K, P]``, ``sign`` and ``valid [B, length, K]``; every slot empty
-        when neither side has numbers.
+        `ContextNumbers` with ``digits [B, length, K, P]``, ``sign`` and ``valid [B, length, K]`` (and ``keys
+        [B, length, K, D]``); every slot empty when neither side has numbers.
     """
+    if keys is not None and before is not None:
+        raise ValueError(
+            "fone_context_pointer reads each number's key from the hidden state at its own position, which a call "
+            "with earlier numbers (past_key_values, or T5's encoder) does not have: run the forward on the whole "
+            "sequence, or generate with numadapter.generate / model.generate, which keep the keys."
+        )
     sides = [side for side in (before, current) if side is not None and side.has_numbers and side.digits is not None]
     if not sides:
         return ContextNumbers(
             torch.zeros(batch, length, count, places, dtype=torch.long, device=device),
             torch.ones(batch, length, count, dtype=torch.long, device=device),
             torch.zeros(batch, length, count, dtype=torch.bool, device=device),
+            None if keys is None else keys.new_zeros(batch, length, count, keys.shape[-1]),
         )
     if sides[-1] is not current:  # no numbers on the current side: its positions come after the earlier numbers
         empty = torch.zeros(batch, length, dtype=torch.long, device=sides[0].mask.device)
@@ -158,7 +184,7 @@ def context_at(
     if position_ids is not None and position_ids.shape == sides[-1].mask.shape:
         earlier = [torch.zeros_like(side.mask, dtype=torch.bool) for side in sides[:-1]]
         starts = torch.cat([*earlier, position_ids == 0], 1)  # (B, T_before + T)
-    numbers = last_numbers(mask, digits, sign, count, starts)
+    numbers = last_numbers(mask, digits, sign, count, starts, keys)
     return numbers.select((slice(None), slice(mask.shape[1] - length, None)))
 
 
@@ -170,33 +196,65 @@ class ContextMemory:
         digits: int64 ``[B, T, P]`` the prompt's place digits.
         sign: int64 ``[B, T]`` or None.
         count: K.
+        keys: ``fone_context_pointer``: float ``[B, T, D]`` the key at every prompt position, or None.
     """
 
-    def __init__(self, mask: torch.Tensor, digits: torch.Tensor, sign: torch.Tensor | None, count: int) -> None:
-        self.numbers = last_numbers(mask, digits, sign, count).select((slice(None), -1))  # (B, K, ...)
+    def __init__(
+        self,
+        mask: torch.Tensor,
+        digits: torch.Tensor,
+        sign: torch.Tensor | None,
+        count: int,
+        keys: torch.Tensor | None = None,
+    ) -> None:
+        self.numbers = last_numbers(mask, digits, sign, count, keys=keys).select((slice(None), -1))  # (B, K, ...)
 
     def rows(self, rows: list[int]) -> ContextNumbers:
         """The context of `rows`, each ``[1, 1, K, ...]`` stacked to ``[N, 1, K, ...]`` (the head's row layout)."""
         index = torch.tensor(rows, dtype=torch.long, device=self.numbers.valid.device)
-        return ContextNumbers(*(part.index_select(0, index).unsqueeze(1) for part in self.numbers))
+        return ContextNumbers(
+            *(None if part is None else part.index_select(0, index).unsqueeze(1) for part in self.numbers)
+        )
 
-    def push(self, rows: list[int], digits: torch.Tensor, sign: torch.Tensor) -> None:
+    def push(
+        self, rows: list[int], digits: torch.Tensor, sign: torch.Tensor, keys: torch.Tensor | None = None
+    ) -> None:
         """Records the numbers fed back to `rows` as their latest (the oldest slot drops out).
 
         Args:
             rows: the rows whose fed token is [NUM].
             digits: int64 ``[B, P]`` the fed numbers' digits (read on `rows` only).
             sign: int64 ``[B]`` their signs.
+            keys: ``[B, D]`` their keys (``fone_context_pointer``), or None: zeros until `set_latest_keys` gives
+                them (a [NUM]'s key is the hidden state at the [NUM] itself, one step after its number is known).
         """
         if not rows:
             return
         index = torch.tensor(rows, dtype=torch.long, device=digits.device)
         old = self.numbers
+        new_keys = None
+        if old.keys is not None:
+            latest = keys if keys is not None else old.keys.new_zeros(old.keys.shape[0], old.keys.shape[-1])
+            new_keys = torch.cat((latest[:, None].to(old.keys.dtype), old.keys[:, :-1]), 1)
         shifted = ContextNumbers(
             torch.cat((digits[:, None], old.digits[:, :-1]), 1),
             torch.cat((sign[:, None], old.sign[:, :-1]), 1),
             torch.cat((torch.ones_like(old.valid[:, :1]), old.valid[:, :-1]), 1),
+            new_keys,
         )
         self.numbers = ContextNumbers(
-            *(part.index_copy(0, index, new.index_select(0, index)) for part, new in zip(old, shifted))
+            *(
+                None if part is None else part.index_copy(0, index, new.index_select(0, index))
+                for part, new in zip(old, shifted)
+            )
         )
+
+    def set_latest_keys(self, rows: list[int], keys: torch.Tensor) -> None:
+        """Sets the key of the latest number of `rows` (``keys [B, D]``, read on `rows`): a [NUM] pushed one step
+        before, whose key the step that fed it has just computed."""
+        if not rows or self.numbers.keys is None:
+            return
+        index = torch.tensor(rows, dtype=torch.long, device=keys.device)
+        current = self.numbers.keys
+        latest = current[:, 0].index_copy(0, index, keys.index_select(0, index).to(current.dtype))  # (B, D)
+        self.numbers = self.numbers._replace(keys=torch.cat((latest[:, None], current[:, 1:]), 1))

@@ -22,7 +22,9 @@ __all__ = ["ANSWER_FIELDS", "MATCHED_FIELDS", "MATCHED_IDS", "check_tokenizer_ma
 # Config fields the side tensors depend on: the tokenizer writes them, the model's modules read them.
 MATCHED_FIELDS = ("encoding", "int_digits", "frac_digits", "aggregate", "sign_policy")
 # FoNE fields that decide which numbers become [NUM] (compared when both use FoNE and either writes only answers)
-ANSWER_FIELDS = ("fone_numbers", "fone_context_numbers", "fone_context_products", "fone_head_in_use")
+ANSWER_FIELDS = (
+    "fone_numbers", "fone_context_numbers", "fone_context_pointer", "fone_context_products", "fone_head_in_use",
+)  # fmt: skip
 # Token ids the config records when it is bound to a tokenizer (compared once the config has them).
 MATCHED_IDS = ("num_token_id", "agg_token_id", "digit_token_ids")
 
@@ -41,9 +43,10 @@ def tokenizer_mismatches(ntok: Any, config: Any) -> dict[str, tuple[Any, Any]]:
     if same and mine.encoding == "fone" and (answers_mode(mine) or answers_mode(config)):
         fields += ANSWER_FIELDS
 
-    def value(cfg: Any, name: str) -> Any:  # as in effect: fone_numbers 'auto', fone_context_products None
+    def value(cfg: Any, name: str) -> Any:  # as in effect: fone_numbers 'auto', fone_context_products None, ...
         in_effect = {"fone_numbers": fone_numbers_in_effect, "fone_context_products": context_products,
-                     "fone_head_in_use": head_in_use}  # fmt: skip
+                     "fone_head_in_use": head_in_use,
+                     "fone_context_pointer": lambda c: bool(getattr(c, "fone_context_pointer", None))}  # fmt: skip
         return in_effect[name](cfg) if name in in_effect else getattr(cfg, name)
 
     differ = {name: (value(mine, name), value(config, name)) for name in fields}

@@ -86,6 +86,7 @@ SAVED_FIELDS = (
     "xval_clip",
     "fone_numbers",
     "fone_context_numbers",
+    "fone_context_pointer",
     "fone_context_products",
     "fone_digit_answers",
     "fone_head_copies",

@@ -12,15 +12,28 @@ of LoRA on digits.
 
 from __future__ import annotations
 
+import logging
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 from numadapter.data.head_coverage import answers_mode, head_share
+from numadapter.methods.fone.pointer import POINTER_NUMBERS
+
+logger = logging.getLogger(__name__)
 
 
-def choose_head(model_config: Any, ntok: Any, dataset: Any, prepare: Any) -> bool | None:
+def choose_head(
+    model_config: Any, ntok: Any, dataset: Any, prepare: Any, rebuild: Callable[[], None] | None = None
+) -> bool | None:
     """Sets ``fone_head_in_use`` on `model_config` and ``ntok.config`` when it is undecided (None) in answers mode,
     from the share `head_share` measures against ``fone_head_min_share``; warns when the head is left out.
+
+    Where the last ``fone_context_numbers`` numbers form under that share and ``fone_context_pointer`` is undecided
+    (None), the pointer head's share (the last `POINTER_NUMBERS` numbers, each chosen by its own key) is measured
+    too: at or above the share it is turned on (``fone_context_pointer=True``, ``fone_context_numbers=16``,
+    ``fone_context_products=False`` on both configs) and `rebuild` builds the model's head anew for it (without
+    `rebuild` the pointer is not tried).
 
     Returns:
         The decision (True / False), or None where there is nothing to decide (not answers mode, already decided).
@@ -31,9 +44,25 @@ def choose_head(model_config: Any, ntok: Any, dataset: Any, prepare: Any) -> boo
     if not hasattr(dataset, "select") or "input_ids" in (getattr(dataset, "column_names", None) or ()):
         return None  # streamed, or already tokenized (with the head in use): left undecided, the head is used
     least = float(config.fone_head_min_share)
+    count = config.fone_context_numbers
     formed, answers = head_share(dataset, ntok, prepare)
     share = formed / answers if answers else 0.0
     in_use = bool(answers) and share >= least
+    if not in_use and answers and rebuild is not None and config.fone_context_pointer is None:
+        pointer = {"fone_context_pointer": True, "fone_context_numbers": POINTER_NUMBERS}
+        reached, _ = head_share(dataset, ntok, prepare, settings=pointer)
+        if reached / answers >= least:
+            for target in {id(config): config, id(model_config): model_config}.values():
+                target.fone_context_pointer, target.fone_context_numbers = True, POINTER_NUMBERS
+                target.fone_context_products = False  # sums only: the saved config loads as it was trained
+            rebuild()
+            logger.info(
+                "FoNE context head: the last %d numbers form %d of %d training answers (%.0f%%), choosing each of "
+                "the last %d by its own key forms %d (%.0f%%): fone_context_pointer=True.",
+                count, formed, answers, 100 * share,
+                POINTER_NUMBERS, reached, 100 * reached / answers,
+            )  # fmt: skip
+            formed, share, in_use = reached, reached / answers, True
     for target in {id(config): config, id(model_config): model_config}.values():
         target.fone_head_in_use = in_use
     if not in_use:

@@ -132,6 +132,7 @@ class NumberSFTTrainer(_NumberLossMixin, SafeCheckpointMixin, SFTTrainer):
         choose_head(  # fone_head_in_use from the training data (answers mode), before anything is tokenized
             model.peft_config[model.active_adapter], ntok, train_dataset,
             lambda data, tok: prepare_dataset(data, tok, **self._prepare_kwargs),
+            rebuild=lambda: model.base_model.rebuild_number_head(model.active_adapter),
         )  # fmt: skip
         train_dataset, eval_dataset = self._prepare_datasets(ntok, train_dataset, eval_dataset)
         _check_head_coverage(train_dataset, ntok.config)

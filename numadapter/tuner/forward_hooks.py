@@ -7,6 +7,8 @@
   It also reads the raw digit-token rows when the [AGG] aggregate or its loss needs them (a module call, so
   DeepSpeed ZeRO-3 gathers the weight).
 - A forward pre-hook on the LM head stores its input, the hidden state the number head reads.
+- `whole_hidden`: with the pointer head (``fone_context_pointer``), a forward hook on the decoder keeps its output at
+  every position (the LM head may see only the last, ``logits_to_keep``): each number's key is read there.
 
 Hooks live only for the duration of `NumberAdapterModel.forward`: a deep copy of the model carries none, and calling
 the base model directly behaves exactly like a LoRA model.
@@ -113,3 +115,29 @@ def number_hooks(
     finally:
         for handle in handles:
             handle.remove()
+
+
+@contextmanager
+def whole_hidden(model: nn.Module, wanted: bool) -> Iterator[list[torch.Tensor]]:
+    """Keeps the decoder's output ``[B, T, H]`` (the LM head's input at every position) of the calls in the block.
+
+    Args:
+        model: the transformers causal LM (or a wrapper that forwards ``get_decoder``).
+        wanted: False: nothing is hooked and the list stays empty.
+
+    Yields:
+        The list the outputs are appended to, one per decoder call.
+    """
+    kept: list[torch.Tensor] = []
+    if not wanted:
+        yield kept
+        return
+
+    def keep(module: nn.Module, args: tuple, output: object) -> None:
+        kept.append(output[0] if isinstance(output, tuple) else output.last_hidden_state)
+
+    handle = model.get_decoder().register_forward_hook(keep)
+    try:
+        yield kept
+    finally:
+        handle.remove()

@@ -34,7 +34,7 @@ from numadapter.methods.context import ContextNumbers, context_at
 from numadapter.methods.fone.answer_mode import head_left_out
 from numadapter.methods.registry import get_method
 from numadapter.tuner.cache_numbers import CacheNumbers, call_rows
-from numadapter.tuner.forward_hooks import number_hooks
+from numadapter.tuner.forward_hooks import number_hooks, whole_hidden
 from numadapter.tuner.inputs import encoder_ids_for_outputs, plan_causal, plan_seq2seq, pop_number_kwargs
 from numadapter.tuner.integrity import check_vocab_growth
 from numadapter.tuner.loss import NumberCausalLMOutput, NumberSeq2SeqLMOutput, combine, head_outputs
@@ -243,6 +243,19 @@ class NumberAdapterModel(LoraModel):
         modules.requires_grad_(trainable)
         self.number_modules[adapter_name] = modules
 
+    def rebuild_number_head(self, adapter_name: str) -> None:
+        """Builds adapter `adapter_name`'s number head anew from its config (fresh weights, on the old head's device,
+        float32, as trainable as it was): `NumberSFTTrainer` calls it before training when it turns on
+        ``fone_context_pointer``, whose head has other parameters than the one the config first described."""
+        config, modules = self.peft_config[adapter_name], self.number_modules[adapter_name]
+        old = modules.head
+        _, head = modules.method.build_modules(config, config.base_hidden_size, self.model.config)
+        reference = next(old.parameters()) if old is not None else None
+        if reference is not None:
+            head.to(reference.device, torch.float32)
+            head.requires_grad_(reference.requires_grad)
+        modules.head = head
+
     # -- adapter management: keep the number modules in step with the LoRA layers -----------------------------------
     def set_adapter(self, adapter_name: str | list[str], inference_mode: bool = False) -> None:
         super().set_adapter(adapter_name, inference_mode=inference_mode)
@@ -405,9 +418,11 @@ class NumberAdapterModel(LoraModel):
             (modules.needs_digit_embeddings and plan.sides)
             or (labels is not None and modules.method.loss_needs_digit_embeddings(config))
         )
+        pointer = with_head and getattr(modules.head, "pointer", None) is not None
         with (
             self._buffer.arm(plan.sides, current) as buffer,
             number_hooks(self.model, arch, buffer, modules, with_head, config.digit_token_ids, want_rows),
+            whole_hidden(self.model, pointer) as whole,
         ):
             out = self.model(**kwargs, return_dict=True)
             hidden, digit_rows = buffer.hidden, buffer.digit_embeddings
@@ -416,7 +431,8 @@ class NumberAdapterModel(LoraModel):
             # reads these logits); in place: the LM head's backward does not need its output
             out.logits.index_fill_(-1, torch.tensor([marker], device=out.logits.device), float("-inf"))
         training = labels is not None and modules.head is not None
-        context = _context(count, config, plan, hidden, earlier, kwargs.get("position_ids"))
+        keys = modules.head.number_keys(whole[-1]) if pointer and whole else None  # (B, T, D)
+        context = _context(count, config, plan, hidden, earlier, kwargs.get("position_ids"), keys)
         if context is not None and getattr(out, "past_key_values", None) is not None:
             self._cache_numbers.record(out.past_key_values, context.select((slice(None), -1)))
         with torch.no_grad() if training else nullcontext():  # reported outputs; the loss reads target rows only
@@ -448,13 +464,15 @@ def _context(
     hidden: torch.Tensor | None,
     earlier: NumberInputs | None = None,
     position_ids: torch.Tensor | None = None,
+    keys: torch.Tensor | None = None,
 ) -> ContextNumbers | None:
     """The numbers before each position the head reads (`numadapter.methods.context`), or None when the head reads
     the hidden state only (`count` = K = 0).
 
     The sides in order: `earlier` (the numbers behind ``past_key_values``, `cache_numbers`; they include T5's encoder
     numbers) or else T5's encoder side, then the side of the hidden states (a causal LM's input, T5's decoder). Each
-    example of a packed row counts on its own (`position_ids`) in a call without earlier sides."""
+    example of a packed row counts on its own (`position_ids`) in a call without earlier sides. `keys`: the pointer
+    head's key at every position of the current side ``[B, T, D]`` (`FoNEDigitHead.number_keys`), or None."""
     if hidden is None or count == 0:
         return None
     sides = plan.sides
@@ -462,7 +480,7 @@ def _context(
     if earlier is not None:
         before = earlier
     positions = position_ids if before is None else None
-    return context_at(before, current, *hidden.shape[:2], config.num_places, count, hidden.device, positions)
+    return context_at(before, current, *hidden.shape[:2], config.num_places, count, hidden.device, positions, keys)
 
 
 def _has_numbers(number_modules: nn.ModuleDict, name: str) -> bool:

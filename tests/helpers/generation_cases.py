@@ -90,3 +90,18 @@ def copy_latest_number(model) -> None:
     with torch.no_grad():
         head.coefficients.weight.zero_()
         head.coefficients.bias.copy_(torch.tensor([-30.0, -30.0, 30.0] + [-30.0, 30.0, -30.0] * (count - 1)))
+
+
+def number_writer(store, choose, digits_too: bool, **settings):
+    """A random llama (seed 0) in answers mode whose head's choice `choose(model)` sets, made to emit [NUM]; with
+    `digits_too`, its digit token '5' scores almost as high as [NUM], so that sampled among the top 2 it writes numbers
+    in digits between its [NUM]s."""
+    torch.manual_seed(0)  # the random LoRA weights: each test's model does not depend on the tests before it
+    model, ntok = build(store, "llama", "fone", **settings)
+    choose(model)
+    encourage_numbers(model, ntok, PROMPTS[:6])
+    if digits_too:
+        five = ntok.tokenizer.convert_tokens_to_ids("5")
+        with torch.no_grad():
+            base_weight(model.base_model.model.get_output_embeddings())[five] = output_rows(model)[0] * 0.97
+    return model, ntok

@@ -30,6 +30,8 @@ def context_products(config: Any) -> bool:
     """``config.fone_context_products`` with None decided: on where the config writes only the answers the head
     forms (`fone_numbers_in_effect` is ``"answers"``), off with ``"all"`` (every number a [NUM], as before)."""
     products = getattr(config, "fone_context_products", False)
+    if getattr(config, "fone_context_pointer", None):  # the pointer combines by signed sums only
+        return False
     if products is None:
         return getattr(config, "encoding", "fone") == "fone" and fone_numbers_in_effect(config) == "answers"
     return bool(products)

@@ -55,7 +55,9 @@ Context (``fone_head_input="context"``, numadapter's own, not in the paper)
     (``eval_harness/results/pretrained_study``). It needs ``fone_head_target="feature"``. On a causal LM the
     numbers are those of the input up to the position; on T5 the encoder's numbers come first, then the decoder's up
     to the position (`numadapter.methods.context.context_at`). A number it cannot form this way (a product, a number
-    from words) falls back to the read-out ``u``.
+    from words) falls back to the read-out ``u``. With ``fone_context_pointer=True`` the coefficients of up to 16
+    slots come from each number's own key and the answer's state (`numadapter.methods.fone.pointer`) and are taught
+    the fewest-terms combination that forms the answer, instead of scoring all ``3^K``.
 
 Sign
     With ``sign_policy="feature"`` a learned ``H -> 2`` linear map gives ``sign_logits`` (class 0: ``+``, class 1:
@@ -79,6 +81,7 @@ from numadapter.methods.context import ContextNumbers
 from numadapter.methods.fone.answer_mode import context_products
 from numadapter.methods.fone.embedding import digits_to_strings, fone_features_from_digits, lower_fractions
 from numadapter.methods.fone.pair_ops import pair_count, pair_results
+from numadapter.methods.fone.pointer import PointerScores, fixed_point_values, likeliest_combination
 
 REDUCTIONS = ("mean", "sum", "none")
 # the operation logit of the signed sum in a fresh head with fone_context_products (the pairs start at 0): the sum,
@@ -221,16 +224,18 @@ class FoNEDigitHead(nn.Module):
         elif self.input_mode == "context":  # the config refuses it with fone_head_target="digit"
             self.proj = nn.Linear(hidden_size, 2 * self.num_places)
             self.context_numbers = config.fone_context_numbers
-            # per slot, logits of the coefficients (-1, 0, +1), all equally likely at first; the read-out u starts
-            # at the constant 1 + 0i, so each combination starts as its exact sum
-            self.coefficients = nn.Linear(hidden_size, 3 * self.context_numbers)
-            with torch.no_grad():
-                self.coefficients.weight.zero_()
-                self.coefficients.bias.zero_()
+            self.pointer = PointerScores(hidden_size, self.context_numbers) if config.fone_context_pointer else None
+            with torch.no_grad():  # the read-out u starts at the constant 1 + 0i: each combination its exact sum
                 self.proj.weight.zero_()
                 self.proj.bias.copy_(torch.tensor([1.0, 0.0]).repeat(self.num_places))
-            grid = torch.cartesian_prod(*[torch.arange(3)] * self.context_numbers)  # (3^K, K)
-            self.register_buffer("combinations", grid.reshape(-1, self.context_numbers), persistent=False)
+            if self.pointer is None:
+                # per slot, logits of the coefficients (-1, 0, +1), all equally likely at first
+                self.coefficients = nn.Linear(hidden_size, 3 * self.context_numbers)
+                with torch.no_grad():
+                    self.coefficients.weight.zero_()
+                    self.coefficients.bias.zero_()
+                grid = torch.cartesian_prod(*[torch.arange(3)] * self.context_numbers)  # (3^K, K)
+                self.register_buffer("combinations", grid.reshape(-1, self.context_numbers), persistent=False)
             self.products = context_products(config)
             if self.products:  # operation logits: the signed sum, then each product / quotient of two numbers
                 self.operations = nn.Linear(hidden_size, 1 + pair_count(self.context_numbers))
@@ -285,8 +290,16 @@ class FoNEDigitHead(nn.Module):
         readout = log_p = powers = None
         if self.input_mode == "context":
             readout, powers = pairs, self._powers(context, tuple(h.shape[:-1]))  # (N, P, 2), (N, K, 3, P, 2)
-            logits = F.linear(h, self.coefficients.weight.float(), self.coefficients.bias.float())  # (N, 3K)
-            log_p = torch.log_softmax(logits.unflatten(-1, (self.context_numbers, 3)), -1)  # (N, K, 3)
+            if self.pointer is not None:  # each slot's logits from its number's key and this state
+                if context.keys is None:
+                    raise ValueError(
+                        "fone_context_pointer=True chooses each number by its key: pass `context` with keys "
+                        "(numadapter.methods.context.last_numbers(..., keys=head.number_keys(hidden)))."
+                    )
+                log_p = torch.log_softmax(self.pointer(h, context.keys), -1)  # (N, K, 3)
+            else:
+                logits = F.linear(h, self.coefficients.weight.float(), self.coefficients.bias.float())  # (N, 3K)
+                log_p = torch.log_softmax(logits.unflatten(-1, (self.context_numbers, 3)), -1)  # (N, K, 3)
             # an empty slot multiplies by 1 whatever its coefficient: give it coefficient 0 for sure, so its logits
             # get an exact zero gradient (not rounding noise, which Adam would scale up to full steps)
             empty = log_p.new_tensor([-math.inf, 0.0, -math.inf])
@@ -317,6 +330,12 @@ class FoNEDigitHead(nn.Module):
             return DigitHeadOutput(logits, sign_logits, pairs, readout, log_p, powers, combined, op_log_p,
                                    pair_powers, pair_combined)  # fmt: skip
         return DigitHeadOutput(logits, sign_logits, pairs, readout, log_p, powers, combined)
+
+    def number_keys(self, hidden: torch.Tensor) -> torch.Tensor | None:
+        """``fone_context_pointer``: the key of every position, float32 ``[..., D]`` from hidden states ``[..., H]``
+        (a number's key is the one at its position); None for the other heads."""
+        pointer = getattr(self, "pointer", None)
+        return None if pointer is None else pointer.keys(hidden)
 
     def _pair_operations(
         self, h: torch.Tensor, context: ContextNumbers
@@ -394,7 +413,9 @@ class FoNEDigitHead(nn.Module):
             )
         if target_digits.dtype.is_floating_point:
             raise TypeError(f"`target_digits` must be an integer tensor, got dtype {target_digits.dtype}.")
-        if out.powers is not None:
+        if out.powers is not None and getattr(self, "pointer", None) is not None:
+            per_number = self._pointer_loss(out, target_digits)  # (N,)
+        elif out.powers is not None:
             per_number = self._mixture_loss(out, target_digits)  # (N,)
         else:
             logits = self.target_logits(out, target_digits)
@@ -443,6 +464,23 @@ class FoNEDigitHead(nn.Module):
         terms = torch.cat([op_log_p[..., :1] + sums[..., None], op_log_p[..., 1:] + per_pair], -1)  # (N, 1 + C2)
         return -torch.logsumexp(terms, -1) / self.num_places  # (N,)
 
+    def _pointer_loss(self, out: DigitHeadOutput, target_digits: torch.Tensor) -> torch.Tensor:
+        """Pointer form: the cross-entropy of the likeliest coefficients that form the answer's magnitude exactly
+        (`numadapter.methods.fone.pointer.likeliest_combination` under the head's own probabilities, the fewest
+        terms among equals; all 0, the read-out alone, where none does) over the slots that hold a number, plus the
+        digit loss of ``u * prod_k z_k^(c_k)`` under them, divided by the places, float32 ``[N]``."""
+        context = out.context
+        values = fixed_point_values(context.digits, context.sign)  # (N, K)
+        target = fixed_point_values(target_digits, torch.ones_like(target_digits[..., 0]))  # (N,)
+        log_p = out.coefficient_log_probs.detach()
+        wanted = likeliest_combination(values, context.valid, target, log_p) + 1  # (N, K) of 0, 1, 2
+        chosen = out.coefficient_log_probs.gather(-1, wanted[..., None]).squeeze(-1)  # (N, K)
+        choice_nll = -torch.where(context.valid, chosen, 0.0).sum(-1)  # (N,)
+        pairs = complex_product(out.readout, _product(_pick(out.powers, wanted))).flip(-2)  # (N, P, 2)
+        logits = shifted_digit_logits(pairs, lower_fractions(target_digits, torch.float32))  # (N, P, 10)
+        digit_nll = -_target_log_likelihood(logits.unsqueeze(-3), target_digits).squeeze(-1)  # (N,)
+        return (choice_nll + digit_nll) / self.num_places
+
     def combination_logits(
         self, out: DigitHeadOutput, target_digits: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -451,6 +489,11 @@ class FoNEDigitHead(nn.Module):
         (teacher forcing, as `target_logits`): float32 ``[N, C, P, 10]``, most significant place first."""
         if out.powers is None:
             raise ValueError("`combination_logits` needs the context head's output (fone_head_input='context').")
+        if getattr(self, "pointer", None) is not None:
+            raise ValueError(
+                "`combination_logits` scores all 3^K combinations, which the pointer form (fone_context_pointer=True) "
+                "does not: its loss teaches the fewest-terms combination (`FoNEDigitHead.loss`)."
+            )
         combos = self.combinations.to(out.powers.device)  # (C, K) of 0, 1, 2 (coefficients -1, 0, +1)
         slots = torch.arange(self.context_numbers, device=combos.device)
         combo_log_p = out.coefficient_log_probs[..., slots, combos].sum(-1)  # (N, C)

@@ -92,7 +92,10 @@ class FoNEMethod(NumberMethod):
         combined = None
         if combination is not None and outputs[0].context is not None:  # the context head: its exact value too
             context = ContextNumbers(
-                *(torch.cat([part[:, -1] for part in parts]) for parts in zip(*[o.context for o in outputs]))
+                *(
+                    None if parts[0] is None else torch.cat([part[:, -1] for part in parts])
+                    for parts in zip(*[o.context for o in outputs])
+                )
             )
             combined = combine_exactly(context, combination)
             if out.operation_log_probs is not None:  # a product / quotient of two numbers: its exact magnitude

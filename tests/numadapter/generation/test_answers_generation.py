@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 from helpers.adapter_cases import Store
-from helpers.answers_cases import SUMS_ONLY
-from helpers.generation_cases import PROMPTS, build, copy_latest_number, encourage_numbers, output_rows
+from helpers.answers_cases import SUMS_ONLY, agrees_with_the_training_forward
+from helpers.generation_cases import PROMPTS, build, copy_latest_number, encourage_numbers, number_writer, output_rows
 
 from numadapter.generation import generate
-from numadapter.numbers import ExactNumber, find_numbers
+from numadapter.numbers import find_numbers
 from numadapter.tuner.patches import base_weight
 
 PLACES = (4, 2)
@@ -24,25 +24,13 @@ def store(tmp_path_factory) -> Store:
 @pytest.fixture(scope="module")
 def copier(store):
     """A random llama whose context head writes the latest number before it, and which emits [NUM] and digits."""
-    torch.manual_seed(0)  # the random LoRA weights: each test's model does not depend on the tests before it
-    model, ntok = build(store, "llama", "fone", **SUMS_ONLY)
-    copy_latest_number(model)
-    encourage_numbers(model, ntok, PROMPTS[:6])
-    return model, ntok
+    return number_writer(store, copy_latest_number, False, **SUMS_ONLY)
 
 
 @pytest.fixture(scope="module")
 def writer(store):
-    """The same copier, whose digit token '5' scores almost as high as [NUM]: sampled among the top 2, it writes
-    numbers in digits between its [NUM]s."""
-    torch.manual_seed(0)  # the random LoRA weights: each test's model does not depend on the tests before it
-    model, ntok = build(store, "llama", "fone", **SUMS_ONLY)
-    copy_latest_number(model)
-    encourage_numbers(model, ntok, PROMPTS[:6])
-    five = ntok.tokenizer.convert_tokens_to_ids("5")
-    with torch.no_grad():
-        base_weight(model.base_model.model.get_output_embeddings())[five] = output_rows(model)[0] * 0.97
-    return model, ntok
+    """The same copier, which also writes numbers in digits between its [NUM]s when sampled among the top 2."""
+    return number_writer(store, copy_latest_number, True, **SUMS_ONLY)
 
 
 def num_first(model, ntok, prompts: list[str], margin: float = 5.0) -> None:
@@ -68,24 +56,6 @@ def test_prompt_numbers_are_digits_and_the_heads_context(copier):
     assert [float(n.to_float()) for n in firsts] == [8.0, 1999.0][: len(firsts)]
 
 
-def _digit_rows(ntok, generated: list[int], marker: int) -> dict[int, ExactNumber]:
-    """Token index -> number for each number the generated ids write in digits, found on the whole text at once
-    (an independent reading of what `DigitNumbers` follows step by step): the token holding its last character."""
-    pieces = ["\x00" if i == marker else ntok.tokenizer.decode([i], skip_special_tokens=True) for i in generated]
-    ends, total = [], 0
-    for piece in pieces:
-        total += len(piece)
-        ends.append(total)
-    text = "".join(pieces)
-    rows = {}
-    for span in find_numbers(text):
-        if span.end == len(text):  # still open at the end: no later token reads it
-            continue
-        token = next(t for t, end in enumerate(ends) if end >= span.end)
-        rows[token] = span.exact
-    return rows
-
-
 @pytest.mark.parametrize("use_cache,sample", [(True, False), (False, False), (True, True)])
 def test_generation_agrees_with_the_training_forward(copier, writer, use_cache, sample):
     """The public forward on prompt + generated ids, with the prompt's numbers, the generated [NUM]s and the numbers
@@ -93,45 +63,7 @@ def test_generation_agrees_with_the_training_forward(copier, writer, use_cache, 
     generated [NUM]'s number (and, greedy, picks every generated token). Sampling among the top 2 tokens makes the
     model with a strong '5' write digits too, so numbers written in digits precede later [NUM]s."""
     model, ntok = writer if sample else copier
-    marker = ntok.num_token_id
-    options = {"do_sample": True, "top_k": 2, "seed": 0} if sample else {}
-    out = generate(model, ntok, PROMPTS[:6] * (4 if sample else 1), max_new_tokens=12, min_new_tokens=12,
-                   use_cache=use_cache, return_dict=True, **options)  # fmt: skip
-    digit_numbers = 0
-    checked = 0
-    for row, prompt in enumerate(PROMPTS[:6] * (4 if sample else 1)):
-        enc = ntok(prompt, return_tensors="pt")
-        generated = out.token_ids[row][:-1]
-        heads = [n for n, c in zip(out.numbers[row], out.confidences[row]) if c is not None]
-        length = len(generated)
-        mask = torch.zeros(1, length, dtype=torch.long)
-        digits = torch.zeros(1, length, sum(PLACES), dtype=torch.long)
-        sign = torch.zeros(1, length, dtype=torch.long)
-        at = [t for t, i in enumerate(generated) if i == marker]
-        for t, number in zip(at, heads):
-            mask[0, t], digits[0, t], sign[0, t] = 1, torch.tensor(number.place_digits(*PLACES)), number.sign
-        for t, number in _digit_rows(ntok, generated, marker).items():
-            if number.fits(*PLACES):
-                mask[0, t], digits[0, t], sign[0, t] = 2, torch.tensor(number.place_digits(*PLACES)), number.sign
-                digit_numbers += 1
-        kwargs = {
-            "input_ids": torch.cat((enc["input_ids"], torch.tensor([generated])), 1),
-            "num_mask": torch.cat((enc["num_mask"], mask), 1),
-            "num_digits": torch.cat((enc["num_digits"], digits), 1),
-            "num_sign": torch.cat((enc["num_sign"], sign), 1),
-            "num_values": torch.zeros(1, enc["input_ids"].shape[1] + length),
-        }
-        with torch.no_grad():
-            forced = model(**kwargs)
-        offset = enc["input_ids"].shape[1] - 1
-        if not sample:
-            assert forced.logits[0, offset:].argmax(-1).tolist() == out.token_ids[row]
-        targets = [offset + t for t in at]
-        got = forced.number_logits[0, targets].argmax(-1).tolist()
-        signs = torch.where(forced.number_sign_logits[0, targets].argmax(-1) == 1, -1, 1).tolist()
-        assert [ExactNumber.from_place_digits(d, *PLACES, s) for d, s in zip(got, signs)] == heads[: len(at)]
-        checked += len(at)
-    assert checked >= 2 and (digit_numbers >= 1 or not sample), out.completions
+    agrees_with_the_training_forward(model, ntok, use_cache, sample)
 
 
 def test_digits_written_beside_a_num_stay_apart_in_the_text(copier):

@@ -7,6 +7,7 @@ import random
 import warnings
 
 import datasets
+import peft
 import pytest
 import torch
 from helpers.adapter_cases import Store
@@ -135,3 +136,59 @@ def test_rows_follow_number_lr_ratio_while_the_head_is_in_use(store, tmp_path):
     rate = {id(p): group["initial_lr"] for group in trainer.optimizer.param_groups for p in group["params"]}
     rows = [p for n, p in trainer.model.named_parameters() if "trainable_tokens_delta" in n]
     assert rows and all(rate[id(p)] == pytest.approx(1e-1) for p in rows)
+
+
+def ledgers(n: int, seed: int = 0) -> datasets.Dataset:
+    """A balance after deposits and withdrawals, the opening balance 5 to 9 numbers back (after an id, a date and
+    list numbers): beyond the last 4 numbers, within the pointer's 16."""
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(n):
+        opening = rng.randrange(500, 1000)
+        changes = [(rng.choice(["in", "out"]), rng.randrange(10, 100)) for _ in range(rng.randint(2, 4))]
+        balance = opening + sum(v if kind == "in" else -v for kind, v in changes)
+        items = " ".join(f"{i}) {kind} {v}" for i, (kind, v) in enumerate(changes, 1))
+        prompt = f"Id {rng.randrange(100, 1000)}, day {rng.randrange(1, 29)}. Open {opening}. {items}. Close:"
+        rows.append({"prompt": prompt, "completion": f" {balance}."})
+    return datasets.Dataset.from_list(rows)
+
+
+def test_pointer_chosen_where_the_numbers_lie_further_back(store, tmp_path):
+    """The last 4 numbers form few ledger balances, the last 16 chosen by their keys form all: the trainer turns the
+    pointer on, on both configs, builds the head for it, and trains and saves it; reloaded, it is the pointer. Asked
+    for products too (as the suite's arms do), it turns them off: the pointer combines by sums only."""
+    trainer, ntok, caught = trainer_for(store, tmp_path, ledgers(16), steps=2, fone_context_products=True)
+    assert ntok.config.fone_context_products is False
+    config = trainer.model.peft_config[trainer.model.active_adapter]
+    assert config.fone_context_pointer is True and ntok.config.fone_context_pointer is True
+    assert config.fone_context_numbers == ntok.config.fone_context_numbers == 16
+    assert ntok.config.fone_head_in_use is True and not [m for m in caught if "fone_head_in_use=False" in m]
+    head = trainer.model.base_model.number_modules["default"].head
+    assert head.pointer is not None and head.pointer.count == 16 and not hasattr(head, "coefficients")
+    from numadapter.data.prepare import prepare_dataset
+
+    assert head_share(ledgers(16), ntok, prepare_dataset) == (16, 16)  # every balance formable now
+    assert any(kind == 1 for row in trainer.train_dataset for kind in row[KIND_FIELD])  # half of them written [NUM]
+    before = head.pointer.query.weight.detach().clone()
+    trainer.train()
+    assert not torch.equal(before, head.pointer.query.weight)  # the new head is the one trained
+    trainer.save_model(str(tmp_path / "saved"))
+    loaded = peft.PeftModel.from_pretrained(store.base("llama", tie=False, hidden=32), str(tmp_path / "saved"))
+    reloaded = NumberTokenizer.from_pretrained(str(tmp_path / "saved"))
+    assert reloaded.config.fone_context_pointer is True and reloaded.config.fone_context_numbers == 16
+    loaded_head = loaded.base_model.number_modules["default"].head
+    assert torch.equal(loaded_head.pointer.query.weight, head.pointer.query.weight)
+    prompts = [row["prompt"] for row in ledgers(3, seed=1)]
+    trainer.model.eval()
+    ours = generate(trainer.model, ntok, prompts, max_new_tokens=4, return_dict=True)
+    theirs = generate(loaded.eval(), reloaded, prompts, max_new_tokens=4, return_dict=True)
+    assert ours.completions == theirs.completions
+
+
+def test_pointer_not_chosen_where_it_forms_no_more(store, tmp_path):
+    """Answers no combination forms: the pointer is measured but not taken, and the head is left out as before."""
+    trainer, ntok, _ = trainer_for(store, tmp_path, twice_plus_one(16), steps=1)
+    assert ntok.config.fone_head_in_use is False and ntok.config.fone_context_pointer is None
+    assert trainer.model.base_model.number_modules["default"].head.pointer is None
+    trainer, ntok, _ = trainer_for(store, tmp_path, arithmetic(16), steps=1)  # the last 4 form them: kept as is
+    assert ntok.config.fone_head_in_use is True and ntok.config.fone_context_pointer is None
