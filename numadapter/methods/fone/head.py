@@ -81,7 +81,12 @@ from numadapter.methods.context import ContextNumbers
 from numadapter.methods.fone.answer_mode import context_products
 from numadapter.methods.fone.embedding import digits_to_strings, fone_features_from_digits, lower_fractions
 from numadapter.methods.fone.pair_ops import pair_count, pair_results
-from numadapter.methods.fone.pointer import PointerScores, fixed_point_values, likeliest_combination
+from numadapter.methods.fone.pointer import (
+    PointerScores,
+    exact_log_likelihood,
+    fixed_point_values,
+    likeliest_combination,
+)
 
 REDUCTIONS = ("mean", "sum", "none")
 # the operation logit of the signed sum in a fresh head with fone_context_products (the pairs start at 0): the sum,
@@ -465,17 +470,21 @@ class FoNEDigitHead(nn.Module):
         return -torch.logsumexp(terms, -1) / self.num_places  # (N,)
 
     def _pointer_loss(self, out: DigitHeadOutput, target_digits: torch.Tensor) -> torch.Tensor:
-        """Pointer form: the cross-entropy of the likeliest coefficients that form the answer's magnitude exactly
-        (`numadapter.methods.fone.pointer.likeliest_combination` under the head's own probabilities, the fewest
-        terms among equals; all 0, the read-out alone, where none does) over the slots that hold a number, plus the
-        digit loss of ``u * prod_k z_k^(c_k)`` under them, divided by the places, float32 ``[N]``."""
+        """Pointer form, float32 ``[N]``: ``-log`` of the probability of every combination that forms the answer's
+        magnitude exactly (`numadapter.methods.fone.pointer.exact_log_likelihood`: the coefficients are latent, as in
+        `_mixture_loss`, but only exact combinations are summed), or where none does the cross-entropy of all 0
+        (the read-out alone); plus the digit loss of ``u * prod_k z_k^(c_k)`` under the likeliest exact combination
+        (`numadapter.methods.fone.pointer.likeliest_combination`, the fewest terms among equals), which trains the
+        read-out ``u``; divided by the places."""
         context = out.context
         values = fixed_point_values(context.digits, context.sign)  # (N, K)
         target = fixed_point_values(target_digits, torch.ones_like(target_digits[..., 0]))  # (N,)
-        log_p = out.coefficient_log_probs.detach()
-        wanted = likeliest_combination(values, context.valid, target, log_p) + 1  # (N, K) of 0, 1, 2
-        chosen = out.coefficient_log_probs.gather(-1, wanted[..., None]).squeeze(-1)  # (N, K)
-        choice_nll = -torch.where(context.valid, chosen, 0.0).sum(-1)  # (N,)
+        log_p = out.coefficient_log_probs
+        wanted = likeliest_combination(values, context.valid, target, log_p.detach()) + 1  # (N, K) of 0, 1, 2
+        chosen = log_p.gather(-1, wanted[..., None]).squeeze(-1)  # (N, K)
+        hard_nll = -torch.where(context.valid, chosen, 0.0).sum(-1)  # (N,): all 0 where nothing forms it
+        exact = exact_log_likelihood(values, context.valid, target, log_p)  # (N,)
+        choice_nll = torch.where(torch.isfinite(exact), -exact, hard_nll)
         pairs = complex_product(out.readout, _product(_pick(out.powers, wanted))).flip(-2)  # (N, P, 2)
         logits = shifted_digit_logits(pairs, lower_fractions(target_digits, torch.float32))  # (N, P, 10)
         digit_nll = -_target_log_likelihood(logits.unsqueeze(-3), target_digits).squeeze(-1)  # (N,)

@@ -14,11 +14,10 @@ position (the [NUM], or the last digit token of a number left in digits), and fr
 ``W_g h_k``, plus a bias per slot (three classes: -1, 0, +1).
 
 Everything but ``W_g`` starts at zero, so a fresh head leaves every number out (a tie goes to 0). K may be up to
-`POINTER_NUMBERS`; the coefficients are no longer scored over all ``3^K`` combinations but taught directly: the
-target coefficients of a training answer are, among the signed combinations of the numbers before it that give its
-value exactly, the one the head finds likeliest now (hard EM; the fewest terms while it has no preference:
-`likeliest_combination`, a meet-in-the-middle search over the two halves of the slots), and the loss is their
-cross-entropy plus the digit loss of the number they form (`FoNEDigitHead.loss`). An answer that no
+`POINTER_NUMBERS`; the ``3^K`` combinations are no longer scored one by one: the coefficients stay latent, and the
+loss is ``-log`` of the total probability of the combinations that give the answer exactly (`exact_log_likelihood`,
+summed by halves of the slots: meet in the middle), plus the digit loss of the number the likeliest of them forms
+(`likeliest_combination`, the fewest terms among equals; `FoNEDigitHead.loss`). An answer that no
 combination forms trains the read-out with every coefficient 0, as before.
 
 Shapes: N target rows, K slots (slot 0 the latest number), D = `KEY_SIZE`, P places.
@@ -174,3 +173,48 @@ def fewest_terms(values: torch.Tensor, valid: torch.Tensor, target: torch.Tensor
     """`likeliest_combination` without probabilities: the exact combination with the fewest terms (at least one),
     int64 ``[N, K]`` of -1 / 0 / +1 (all 0 where none forms `target`): what the tokenizer asks of an answer."""
     return likeliest_combination(values, valid, target)
+
+
+def exact_log_likelihood(
+    values: torch.Tensor, valid: torch.Tensor, target: torch.Tensor, log_probs: torch.Tensor
+) -> torch.Tensor:
+    """``log sum_c P(c)`` over every combination ``c`` (at least one term) whose signed sum is exactly `target`, with
+    ``P(c) = prod_k P_k(c_k)``; -inf where none is. Differentiable in `log_probs`.
+
+    The same halves as `likeliest_combination`: the second half's choices sorted by sum, so the choices that
+    complete a first-half choice form one run, whose probability is a difference of running sums (float64, each
+    half scaled by its row's largest probability). The all-zero combination is left out (where the target is 0
+    it forms it with no term: the read-out's case).
+
+    Args:
+        values: int64 ``[N, K]``; valid: bool ``[N, K]``; target: int64 ``[N]``;
+        log_probs: float ``[N, K, 3]`` log-probabilities of the coefficients ``(-1, 0, +1)``.
+
+    Returns:
+        float32 ``[N]``.
+    """
+    values = torch.where(valid, values.long(), 0)
+    empty = torch.tensor([-math.inf, 0.0, -math.inf], device=values.device)
+    scores = torch.where(valid[..., None], log_probs.float(), empty)
+    half = (values.shape[-1] + 1) // 2
+    _, first_sums, first_scores, first_terms = _half_sums(values[:, :half], scores[:, :half])
+    _, second_sums, second_scores, second_terms = _half_sums(values[:, half:], scores[:, half:])
+    first_top = first_scores.detach().amax(-1, keepdim=True)  # (N, 1)
+    second_top = second_scores.detach().amax(-1, keepdim=True)
+    order = second_sums.argsort(dim=-1, stable=True)
+    sorted_sums = second_sums.gather(-1, order)  # (N, C2)
+    weights = (second_scores.gather(-1, order) - second_top).double().exp()  # (N, C2), at most 1
+    running = torch.cat((weights.new_zeros(weights.shape[0], 1), weights.cumsum(-1)), -1)  # (N, C2 + 1)
+    need = target.long()[:, None] - first_sums  # (N, C1)
+    low = torch.searchsorted(sorted_sums, need)
+    high = torch.searchsorted(sorted_sums, need, right=True)
+    completing = (running.gather(-1, high) - running.gather(-1, low)).clamp(min=0.0)  # (N, C1)
+    # the all-zero combination: the first half's empty choice (index 0) completed by the second half's (index 0)
+    nothing = (first_terms == 0)[None] & (need == 0)  # (N, C1): only the empty first-half choice
+    empty_second = (second_scores[:, :1] - second_top).double().exp()  # (N, 1): the second half's empty choice
+    completing = torch.where(nothing, (completing - empty_second).clamp(min=0.0), completing)
+    total = ((first_scores - first_top).double().exp() * completing).sum(-1)  # (N,)
+    formed = total > 0
+    log_total = torch.where(formed, total, 1.0).log()  # no log(0): its gradient would be NaN through the mask
+    shift = first_top.squeeze(-1).double() + second_top.squeeze(-1).double()
+    return torch.where(formed, log_total + shift, -math.inf).float()

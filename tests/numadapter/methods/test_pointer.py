@@ -4,6 +4,7 @@ its coefficients, the keys carried beside each context number, the loss, and the
 from __future__ import annotations
 
 import itertools
+import math
 import random
 
 import pytest
@@ -13,7 +14,12 @@ from numadapter.config import NumberAdapterConfig
 from numadapter.data.head_coverage import combination_of
 from numadapter.methods.context import ContextMemory, ContextNumbers, last_numbers
 from numadapter.methods.fone.head import FoNEDigitHead, most_likely_coefficients
-from numadapter.methods.fone.pointer import fewest_terms, fixed_point_values, likeliest_combination
+from numadapter.methods.fone.pointer import (
+    exact_log_likelihood,
+    fewest_terms,
+    fixed_point_values,
+    likeliest_combination,
+)
 
 
 def brute_force(values: list[int], valid: list[bool], target: int) -> int | None:
@@ -147,24 +153,29 @@ def test_the_pointer_learns_each_numbers_role_from_its_key():
 
 
 def test_pointer_loss_is_the_choice_and_the_digits():
-    """The loss of a row is (cross-entropy of the likeliest exact coefficients + digit NLL under them) / places."""
+    """A row's loss is (-log P(any exact combination) + the digit NLL under the likeliest one) / places: at least the
+    first term, which is at most the likeliest combination's own cross-entropy; its gradient is finite, also on a
+    row that no combination forms (there the read-out alone is taught)."""
     torch.manual_seed(0)
     head = FoNEDigitHead(8, pointer_config(int_digits=4))
     with torch.no_grad():
         head.pointer.slot.normal_()
     context, states, target, _ = ledger_batch(head, rows=4)
+    target[3] = torch.tensor([9, 9, 9, 9])  # 9999, and only one number before it: nothing forms it
     context = with_keys(head, context, states)
+    context = context._replace(valid=context.valid.index_fill(0, torch.tensor([3]), False))
+    context.valid[3, 0] = True
     out = head(torch.randn(4, 8), context)
     values = fixed_point_values(context.digits, context.sign)
-    wanted = likeliest_combination(
-        values, context.valid, fixed_point_values(target, torch.ones(4, dtype=torch.long)), out.coefficient_log_probs
-    )
-    choice = -out.coefficient_log_probs.gather(-1, (wanted + 1)[..., None]).sum((-1, -2))
+    answers = fixed_point_values(target, torch.ones(4, dtype=torch.long))
+    wanted = likeliest_combination(values, context.valid, answers, out.coefficient_log_probs)
+    hard = -out.coefficient_log_probs.gather(-1, (wanted + 1)[..., None]).sum((-1, -2))
+    exact = exact_log_likelihood(values, context.valid, answers, out.coefficient_log_probs)
     per_row = head.loss(out, target, reduction="none")
-    assert (per_row * head.num_places > choice - 1e-4).all()  # the digit NLL is the rest, never negative
-    with torch.no_grad():
-        head.pointer.slot.zero_()
-    assert per_row.shape == (4,)
+    assert torch.isinf(exact[3]) and (wanted[3] == 0).all()
+    assert (per_row[:3] * head.num_places >= -exact[:3] - 1e-4).all() and (-exact[:3] <= hard[:3] + 1e-4).all()
+    per_row.sum().backward()
+    assert all(torch.isfinite(p.grad).all() for p in head.parameters() if p.grad is not None)
 
 
 def test_the_likeliest_exact_combination_is_taught_not_the_fewest_terms():
@@ -190,3 +201,27 @@ def test_a_tokenizer_without_the_pointer_does_not_match_an_adapter_with_it():
     assert differ["fone_context_pointer"] == (False, True) and differ["fone_context_numbers"] == (4, 16)
     unset = NumberAdapterConfig(encoding="fone", int_digits=5, frac_digits=0, fone_context_pointer=False)
     assert "fone_context_pointer" not in tokenizer_mismatches(SimpleNamespace(config=unset), plain)
+
+
+@pytest.mark.parametrize("count", [1, 3, 6])
+def test_the_exact_likelihood_sums_every_exact_combination(count):
+    """Against the sum over all 3^K combinations (an empty slot's coefficient 0 with probability 1, as the head
+    masks it), the empty combination left out."""
+    generator = torch.Generator().manual_seed(count)
+    formed = 0
+    for _ in range(40):
+        values = torch.randint(-6, 7, (1, count), generator=generator)
+        valid = torch.rand(1, count, generator=generator) < 0.8
+        log_p = torch.log_softmax(torch.randn(1, count, 3, generator=generator), -1)
+        target = int(torch.randint(-8, 9, (1,), generator=generator))
+        expected = 0.0
+        for c in itertools.product((-1, 0, 1), repeat=count):
+            used = [k for k, x in enumerate(c) if x]
+            total = sum(x * int(v) for x, v in zip(c, values[0]))
+            if not used or any(not valid[0, k] for k in used) or total != target:
+                continue
+            expected += math.exp(sum(float(log_p[0, k, x + 1]) for k, x in enumerate(c) if valid[0, k]))
+        got = float(exact_log_likelihood(values, valid, torch.tensor([target]), log_p)[0].exp())
+        assert got == pytest.approx(expected, abs=1e-6)
+        formed += expected > 0
+    assert formed > 5
