@@ -173,9 +173,12 @@ ARMS: dict[str, Arm] = {
         "fone",
         1e-3,
         {k: v for k, v in TOOL.items() if k != "fone_head_in_use"},
-        hypothesis="fone_tool_auto10 with the head left out where it forms under half of the training answers (the "
-        "library's fone_head_min_share): at 21-31% (ledger, expressions) the LM beside the head wrote its own "
-        "digit answers worse than LoRA on digits, a place short, so the mean error rose",
+        hypothesis="fone_tool_auto10 with the head left out where it forms under half of the training answers (round "
+        "8: beside a head writing 21-31% of the answers the LM wrote its digit answers worse than LoRA on digits), "
+        "and where the last 4 numbers form under half of the answers the trainer "
+        "tries the pointer (fone_context_pointer: each of the last 16 numbers chosen by its own hidden state, which "
+        "carries its role: the probe read ledger roles at 100%): a ledger's balance (21% by the last 4) is then "
+        "formed exactly (the library default)",
     ),
     "xval": Arm(
         "xval",

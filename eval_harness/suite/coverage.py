@@ -1,6 +1,7 @@
 """How many answers of each family FoNE's context head can form: a signed sum of the last K numbers before them
 (``share``), and with ``fone_context_products`` also a product or exact quotient of two (``share_with_products``: the
-answers ``fone_numbers="answers"`` writes as [NUM], copies included).
+answers ``fone_numbers="answers"`` writes as [NUM], copies included), and with the pointer (``share_by_pointer``:
+a signed sum of any of the last 16, ``fone_context_pointer``, copies included).
 
 No training: each family's held-out rows are tokenized with every number a [NUM] (its number places) and counted
 with `numadapter.data.head_coverage` (the check `NumberSFTTrainer` warns with). The share bounds what the context head
@@ -25,6 +26,7 @@ def family_coverage(name: str, tokenizer: Any, n: int = 200, seed: int = 0) -> d
 
     from numadapter import NumberAdapterConfig, NumberTokenizer, prepare_dataset
     from numadapter.data.head_coverage import head_coverage, head_share
+    from numadapter.methods.fone.pointer import POINTER_NUMBERS
 
     found = FAMILIES[name]
     config = NumberAdapterConfig(encoding="fone", int_digits=found.int_digits, frac_digits=found.frac_digits,
@@ -35,9 +37,13 @@ def family_coverage(name: str, tokenizer: Any, n: int = 200, seed: int = 0) -> d
     tool = NumberAdapterConfig(encoding="fone", int_digits=found.int_digits, frac_digits=found.frac_digits,
                                fone_numbers="answers", fone_context_products=True, fone_digit_answers=0.0,
                                fone_head_copies=True)  # every answer the head can form, copies included  # fmt: skip
-    heads, answers = head_share(datasets.Dataset.from_list(held), NumberTokenizer(tokenizer, tool), prepare_dataset, n)
+    rows = datasets.Dataset.from_list(held)
+    heads, answers = head_share(rows, NumberTokenizer(tokenizer, tool), prepare_dataset, n)
+    pointer = {"fone_context_pointer": True, "fone_context_numbers": POINTER_NUMBERS, "fone_context_products": False}
+    pointed, _ = head_share(rows, NumberTokenizer(tokenizer, tool), prepare_dataset, n, settings=pointer)
     return {"answers": coverage.answers, "formed": coverage.formed, "share": coverage.share,
-            "share_with_products": heads / answers if answers else 0.0}  # fmt: skip
+            "share_with_products": heads / answers if answers else 0.0,
+            "share_by_pointer": pointed / answers if answers else 0.0}  # fmt: skip
 
 
 def write_coverage(base: str, out: Path, n: int = 200) -> dict[str, dict[str, Any]]:

@@ -71,7 +71,8 @@ def overview(records: list[dict[str, Any]], families: list[str], out: Path) -> l
     path = out / "coverage.json"
     coverage = json.loads(path.read_text()) if path.exists() else {}
     arms = sorted({r["arm"] for r in records})
-    lines = ["## Overview", "", "| family | the context head can form (sums / with products) | " + " | ".join(arms)
+    lines = ["## Overview", "", "| family | the context head can form (sums / with products / by pointer) | "
+             + " | ".join(arms)
              + " |", "|---|---|" + "---|" * len(arms)]  # fmt: skip
     for name in families:
         by_error = name in FAMILIES and FAMILIES[name].scoring == "error"
@@ -84,8 +85,8 @@ def overview(records: list[dict[str, Any]], families: list[str], out: Path) -> l
             value = scores.get(arm)
             text = "-" if value is None else (f"{value:.2f} MAPE" if by_error else f"{value:.1%}")
             cells.append(f"**{text}**" if value is not None and value == best and len(valid) > 1 else text)
-        share, products = (coverage.get(name, {}).get(key) for key in ("share", "share_with_products"))
-        formed = _number(share, ".0%") + (f" / {_number(products, '.0%')}" if products is not None else "")
+        shares = [coverage.get(name, {}).get(key) for key in ("share", "share_with_products", "share_by_pointer")]
+        formed = " / ".join(_number(share, ".0%") for share in shares if share is not None) or _number(None, ".0%")
         lines.append(f"| {name} | {formed} | " + " | ".join(cells) + " |")
     return lines + [""]
 

@@ -98,7 +98,8 @@ def test_the_overview_shows_the_heads_coverage_and_bolds_each_familys_best(tmp_p
     write_records(tmp_path)
     (tmp_path / "coverage.json").write_text(json.dumps({"copy": {"share": 1.0}, "miles_km": {"share": 0.0}}))
     lines = report.report(tmp_path).splitlines()
-    assert "| family | the context head can form (sums / with products) | fone_context | lora_digits | xval |" in lines
+    shares = "the context head can form (sums / with products / by pointer)"
+    assert f"| family | {shares} | fone_context | lora_digits | xval |" in lines
     assert "| copy | 100% | **75.0%** | 25.0% | - |" in lines
     assert "| miles_km | 0% | - | 3.00 MAPE | **0.40 MAPE** |" in lines  # the regression family: lower is better
 
@@ -109,11 +110,13 @@ def test_coverage_counts_what_the_context_head_can_form_per_family():
     from eval_harness.suite.coverage import family_coverage
 
     tokenizer = real_tokenizer()
-    assert family_coverage("copy", tokenizer, n=20) == {"answers": 20, "formed": 20, "share": 1.0,
-                                                        "share_with_products": 1.0}  # fmt: skip
+    every = {"answers": 20, "formed": 20, "share": 1.0, "share_with_products": 1.0, "share_by_pointer": 1.0}
+    assert family_coverage("copy", tokenizer, n=20) == every
     products = family_coverage("times_one_digit", tokenizer, n=20)
     assert products["formed"] == 0 and products["share_with_products"] == 1.0  # a product of the two numbers
     assert family_coverage("units", tokenizer, n=20)["share_with_products"] < 0.5  # the factor is not in the text
+    ledger = family_coverage("ledger", tokenizer, n=20)
+    assert ledger["share"] < 0.5 and ledger["share_by_pointer"] == 1.0  # the opening balance lies further back
 
 
 def test_gate_sweep_answers_again_under_each_setting_and_puts_the_config_back(monkeypatch):
