@@ -25,8 +25,7 @@ def family_coverage(name: str, tokenizer: Any, n: int = 200, seed: int = 0) -> d
     import datasets
 
     from numadapter import NumberAdapterConfig, NumberTokenizer, prepare_dataset
-    from numadapter.data.head_coverage import head_coverage, head_share
-    from numadapter.methods.fone.pointer import POINTER_NUMBERS
+    from numadapter.data.head_coverage import POINTER_SETTINGS, head_coverage, head_share
 
     found = FAMILIES[name]
     config = NumberAdapterConfig(encoding="fone", int_digits=found.int_digits, frac_digits=found.frac_digits,
@@ -39,8 +38,7 @@ def family_coverage(name: str, tokenizer: Any, n: int = 200, seed: int = 0) -> d
                                fone_head_copies=True)  # every answer the head can form, copies included  # fmt: skip
     rows = datasets.Dataset.from_list(held)
     heads, answers = head_share(rows, NumberTokenizer(tokenizer, tool), prepare_dataset, n)
-    pointer = {"fone_context_pointer": True, "fone_context_numbers": POINTER_NUMBERS, "fone_context_products": False}
-    pointed, _ = head_share(rows, NumberTokenizer(tokenizer, tool), prepare_dataset, n, settings=pointer)
+    pointed, _ = head_share(rows, NumberTokenizer(tokenizer, tool), prepare_dataset, n, settings=POINTER_SETTINGS)
     return {"answers": coverage.answers, "formed": coverage.formed, "share": coverage.share,
             "share_with_products": heads / answers if answers else 0.0,
             "share_by_pointer": pointed / answers if answers else 0.0}  # fmt: skip

@@ -26,18 +26,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from numadapter.methods.fone.answer_mode import fone_numbers_in_effect
+from numadapter.methods.fone.pointer import POINTER_NUMBERS
 from numadapter.methods.fone.wrapping import place_integer
 from numadapter.schema import KIND_FIELD, MARKER_KIND, POSITIONS_FIELD
 
 __all__ = [
-    "Coverage", "answers_mode", "combination_of", "fixed_point", "formable", "head_coverage", "head_share",
-    "warn_uncovered",
+    "POINTER_SETTINGS", "Coverage", "answers_mode", "combination_of", "fixed_point", "formable", "head_coverage",
+    "head_share", "warn_uncovered",
 ]  # fmt: skip
 
 # the share of answers the head may fail to form before the trainer warns
 UNCOVERED_WARNING_SHARE = 0.1
 # contexts longer than this are searched by halves (`_combination_by_halves`), shorter ones term by term
 SEARCHED_DIRECTLY = 6
+# the config fields of the pointer head (`numadapter.methods.fone.pointer`), as `NumberSFTTrainer` turns it on
+POINTER_SETTINGS = {
+    "fone_context_pointer": True, "fone_context_numbers": POINTER_NUMBERS, "fone_context_products": False,
+}  # fmt: skip
 
 
 def combination_of(context: Sequence[int], target: int, min_terms: int = 0) -> tuple[int, ...] | None:

@@ -17,7 +17,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from numadapter.data.head_coverage import answers_mode, head_share
+from numadapter.data.head_coverage import POINTER_SETTINGS, answers_mode, head_share
 from numadapter.methods.fone.pointer import POINTER_NUMBERS
 
 logger = logging.getLogger(__name__)
@@ -49,12 +49,11 @@ def choose_head(
     share = formed / answers if answers else 0.0
     in_use = bool(answers) and share >= least
     if not in_use and answers and rebuild is not None and config.fone_context_pointer is None:
-        pointer = {"fone_context_pointer": True, "fone_context_numbers": POINTER_NUMBERS}
-        reached, _ = head_share(dataset, ntok, prepare, settings=pointer)
+        reached, _ = head_share(dataset, ntok, prepare, settings=POINTER_SETTINGS)
         if reached / answers >= least:
             for target in {id(config): config, id(model_config): model_config}.values():
-                target.fone_context_pointer, target.fone_context_numbers = True, POINTER_NUMBERS
-                target.fone_context_products = False  # sums only: the saved config loads as it was trained
+                for name, value in POINTER_SETTINGS.items():  # products off: the saved config loads as trained
+                    setattr(target, name, value)
             rebuild()
             logger.info(
                 "FoNE context head: the last %d numbers form %d of %d training answers (%.0f%%), choosing each of "

@@ -136,6 +136,12 @@ class NumberAdapterModel(LoraModel):
                 "digits, [NUM] only for the answers the head forms) is for causal LMs for now: set "
                 "fone_numbers='all' (every number a [NUM]) for T5."
             )
+        if arch.is_encoder_decoder and getattr(config, "fone_context_pointer", None):
+            raise ValueError(
+                f"{arch.model_class} is an encoder-decoder, and fone_context_pointer=True (each number chosen by the "
+                "hidden state at its own position) is for causal LMs for now: leave fone_context_pointer at None "
+                "(the last fone_context_numbers numbers, up to 6) for T5."
+            )
         fix = "use numadapter.get_peft_model(model, config, tokenizer=tokenizer), which adds the tokens and sets it"
         if bound is not None:  # add_adapter / load_adapter on a model that already has a number adapter
             fix = _second_adapter_fix(bound)

@@ -8,7 +8,7 @@ import pytest
 import torch
 from helpers.adapter_cases import Store
 from helpers.answers_cases import SUMS_ONLY, agrees_with_the_training_forward
-from helpers.generation_cases import PROMPTS, number_writer
+from helpers.generation_cases import PROMPTS, build, number_writer
 
 from numadapter.generation import generate
 
@@ -73,3 +73,8 @@ def test_a_cached_forward_says_the_keys_are_missing(pointer_copier):
         step = {"input_ids": torch.tensor([[11]]), "past_key_values": first.past_key_values, "use_cache": True}
         with pytest.raises(ValueError, match=r"fone_context_pointer .*numadapter.generate / model.generate"):
             model(**step)
+
+
+def test_t5_refuses_the_pointer_with_the_fix(store):
+    with pytest.raises(ValueError, match=r"encoder-decoder.*fone_context_pointer=True .*leave fone_context_pointer"):
+        build(store, "t5", "fone", fone_context_pointer=True, fone_context_numbers=8)
