@@ -123,6 +123,18 @@ def _half_sums(
     return choices, sums, score, (choices != 0).sum(-1)
 
 
+def _halves(
+    values: torch.Tensor, valid: torch.Tensor, scores: torch.Tensor
+) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
+    """`_half_sums` of the first ``ceil(K/2)`` slots and of the rest, an empty slot's value 0 and its coefficient 0
+    for sure (score 0, -inf for -1 / +1): ``values [N, K]``, ``valid [N, K]``, ``scores [N, K, 3]``."""
+    values = torch.where(valid, values.long(), 0)
+    empty = torch.tensor([-math.inf, 0.0, -math.inf], device=values.device)
+    scores = torch.where(valid[..., None], scores, empty)
+    half = (values.shape[-1] + 1) // 2
+    return _half_sums(values[:, :half], scores[:, :half]), _half_sums(values[:, half:], scores[:, half:])
+
+
 @torch.no_grad()
 def likeliest_combination(
     values: torch.Tensor, valid: torch.Tensor, target: torch.Tensor, log_probs: torch.Tensor | None = None
@@ -132,9 +144,9 @@ def likeliest_combination(
 
     Meet in the middle: every choice over the first half of the slots, and over the second half sorted by sum (the
     likeliest first among equal sums), so each first-half choice finds the best second half that completes it by
-    binary search (``2 x 3^(K/2)`` choices a row, not ``3^K``). Taught the likeliest consistent combination, not the
-    fewest terms, the pointer learns each number's role: on the suite's ledgers the fewest-terms combination is
-    another than the balance's own on 34% of the rows (a withdrawal and a list number can stand for a deposit).
+    binary search (``2 x 3^(K/2)`` choices a row, not ``3^K``). The head's digits are trained under it: on the suite's
+    ledgers the fewest-terms combination is another than the balance's own on 34% of the rows (a withdrawal and a
+    list number can stand for a deposit), the likeliest one soon is not.
 
     Args:
         values: int64 ``[N, K]`` fixed-point values of the context numbers (signed; anything in empty slots).
@@ -145,14 +157,11 @@ def likeliest_combination(
     Returns:
         int64 ``[N, K]`` of -1 / 0 / +1, all 0 on rows that no combination forms.
     """
-    values = torch.where(valid, values.long(), 0)
     scores = torch.zeros(*values.shape, 3, device=values.device) if log_probs is None else log_probs.float()
-    scores = scores - _TERM_COST * values.new_tensor([1, 0, 1]).float()  # the fewest terms among equals
-    empty = torch.tensor([-math.inf, 0.0, -math.inf], device=values.device)  # an empty slot: coefficient 0
-    scores = torch.where(valid[..., None], scores, empty)
-    half = (values.shape[-1] + 1) // 2
-    first, first_sums, first_scores, first_terms = _half_sums(values[:, :half], scores[:, :half])
-    second, second_sums, second_scores, second_terms = _half_sums(values[:, half:], scores[:, half:])
+    scores = scores - _TERM_COST * torch.tensor([1.0, 0.0, 1.0], device=values.device)  # fewest terms among equals
+    (first, first_sums, first_scores, first_terms), (second, second_sums, second_scores, second_terms) = _halves(
+        values, valid, scores
+    )
     order = second_scores.argsort(dim=-1, descending=True, stable=True)  # the likeliest first ...
     order = order.gather(-1, second_sums.gather(-1, order).argsort(dim=-1, stable=True))  # ... within each sum
     sorted_sums = second_sums.gather(-1, order)  # (N, C2), ascending
@@ -193,12 +202,9 @@ def exact_log_likelihood(
     Returns:
         float32 ``[N]``.
     """
-    values = torch.where(valid, values.long(), 0)
-    empty = torch.tensor([-math.inf, 0.0, -math.inf], device=values.device)
-    scores = torch.where(valid[..., None], log_probs.float(), empty)
-    half = (values.shape[-1] + 1) // 2
-    _, first_sums, first_scores, first_terms = _half_sums(values[:, :half], scores[:, :half])
-    _, second_sums, second_scores, second_terms = _half_sums(values[:, half:], scores[:, half:])
+    (_, first_sums, first_scores, first_terms), (_, second_sums, second_scores, _) = _halves(
+        values, valid, log_probs.float()
+    )
     first_top = first_scores.detach().amax(-1, keepdim=True)  # (N, 1)
     second_top = second_scores.detach().amax(-1, keepdim=True)
     order = second_sums.argsort(dim=-1, stable=True)
