@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> None:
     def trainable() -> dict[str, torch.Tensor]:
         named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
         with gathered_parameters([p for _, p in named]):
-            return {n: p.detach().clone().float().contiguous() for n, p in named}
+            return {n: p.detach().clone().float().cpu().contiguous() for n, p in named}
 
     os.makedirs(args.out, exist_ok=True)
     initial = trainable()
@@ -173,10 +173,10 @@ def main(argv: list[str] | None = None) -> None:
     probe = {k: v for k, v in probe.items() if isinstance(v, torch.Tensor)}
     engine = trainer.model_wrapped  # the DeepSpeed engine / DDP module: its forward gathers ZeRO-3 parameters
     engine.eval()
-    with torch.no_grad():
-        out = engine(**probe, use_cache=False)
+    with torch.no_grad():  # on the training device (a GPU: the CPU batch failed in the embedding lookup)
+        out = engine(**{k: v.to(trainer.args.device) for k, v in probe.items()}, use_cache=False)
     fields = ("logits", "number_logits", "number_values")
-    logits = {k: getattr(out, k).float().contiguous() for k in fields if getattr(out, k, None) is not None}
+    logits = {k: getattr(out, k).float().cpu().contiguous() for k in fields if getattr(out, k, None) is not None}
     save_file(logits, os.path.join(args.out, f"logits_rank{rank}.safetensors"))
     save_file(trainable(), os.path.join(args.out, f"params_rank{rank}.safetensors"))
     trainer.save_model(os.path.join(args.out, "final"))  # every rank: ZeRO-3 gathers the adapter for saving

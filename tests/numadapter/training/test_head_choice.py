@@ -12,9 +12,11 @@ import pytest
 import torch
 from helpers.adapter_cases import Store
 from helpers.training_cases import arithmetic, sft_args
+from transformers import pipeline
 
 from numadapter.config import NumberAdapterConfig
 from numadapter.data.head_coverage import head_share
+from numadapter.export import export_merged, load_exported
 from numadapter.generation import generate
 from numadapter.mapping import get_peft_model
 from numadapter.schema import KIND_FIELD
@@ -183,6 +185,13 @@ def test_pointer_chosen_where_the_numbers_lie_further_back(store, tmp_path):
     ours = generate(trainer.model, ntok, prompts, max_new_tokens=4, return_dict=True)
     theirs = generate(loaded.eval(), reloaded, prompts, max_new_tokens=4, return_dict=True)
     assert ours.completions == theirs.completions
+    assert sum(map(len, ours.numbers)) >= 2  # the head wrote numbers: the comparisons below decode through it
+    export_merged(trainer.model, ntok, tmp_path / "merged")  # the pointer survives the merge into one checkpoint
+    merged, merged_ntok = load_exported(tmp_path / "merged")
+    assert merged_ntok.config.fone_context_pointer is True
+    assert generate(merged, merged_ntok, prompts, max_new_tokens=4, return_dict=True).completions == ours.completions
+    pipe = pipeline("number-text-generation", model=merged, tokenizer=merged_ntok, do_sample=False)
+    assert [pipe(p, max_new_tokens=4)[0]["generated_text"] for p in prompts] == ours.texts
 
 
 def test_pointer_not_chosen_where_it_forms_no_more(store, tmp_path):
