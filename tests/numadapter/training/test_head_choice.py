@@ -157,8 +157,9 @@ def ledgers(n: int, seed: int = 0) -> datasets.Dataset:
 
 def test_pointer_chosen_where_the_numbers_lie_further_back(store, tmp_path):
     """The last 4 numbers form few ledger balances, the last 16 chosen by their keys form all: the trainer turns the
-    pointer on, on both configs, builds the head for it, and trains and saves it; reloaded, it is the pointer. Asked
-    for products too (as the suite's arms do), it turns them off: the pointer combines by sums only."""
+    pointer on, on both configs, builds the head for it, and trains and saves it; reloaded, it is the pointer, and
+    merged into one checkpoint (`export_merged`) it writes the same numbers, through `generate` and the number
+    pipeline. Asked for products too (as the suite's arms do), it turns them off: the pointer combines by sums only."""
     trainer, ntok, caught = trainer_for(store, tmp_path, ledgers(16), steps=2, fone_context_products=True)
     assert ntok.config.fone_context_products is False
     config = trainer.model.peft_config[trainer.model.active_adapter]
