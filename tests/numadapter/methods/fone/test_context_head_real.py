@@ -11,8 +11,9 @@ read-out (8 steps of plain rows) answers none.
 from __future__ import annotations
 
 import datasets
+import pytest
 import torch
-from helpers.real import real_base, real_tokenizer
+from helpers.real import real_base, real_tokenizer, two_threads  # noqa: F401 (a fixture)
 from helpers.training_cases import sft_args
 
 from numadapter.config import NumberAdapterConfig
@@ -23,6 +24,9 @@ from numadapter.tokenization import NumberTokenizer
 from numadapter.training.sft import NumberSFTTrainer
 
 STEPS, BATCH = 8, 16
+
+
+pytestmark = pytest.mark.usefixtures("two_threads")
 
 
 def held_out_exact_match(head_input: str, tmp_path) -> float:
