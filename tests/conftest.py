@@ -1,4 +1,5 @@
-"""Suite-wide settings: one torch thread, and a DeepSpeed op build directory of this environment's own.
+"""Suite-wide settings: one torch thread (two on request: `two_threads`), and a DeepSpeed op build directory of
+this environment's own.
 
 The tests run tiny models whose ops are far too small to split across threads; on a 2-core machine idle OpenMP
 threads spinning next to the work made whole files several times slower. One thread is faster and deterministic.
@@ -29,6 +30,16 @@ os.environ.setdefault(
 def one_thread():
     """Each test module starts and ends with one thread, whatever code under test set in between."""
     torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(1)
+
+
+@pytest.fixture
+def two_threads():
+    """Two threads for a test that trains the real 135M checkpoint, whose matrices split well over the 2 cores (the
+    context head's learning test: 67 s -> 40 s; the load-and-generate tests gained nothing); one thread after it.
+    A module asks for it with ``pytestmark = pytest.mark.usefixtures("two_threads")``."""
+    torch.set_num_threads(2)
     yield
     torch.set_num_threads(1)
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 
-import pytest
 import torch
 
 # How far an export's logits may be from the adapter's on this checkpoint (float32), as the README and docs/guide.md,
@@ -39,14 +38,3 @@ def real_base() -> torch.nn.Module:
     from transformers import AutoModelForCausalLM
 
     return AutoModelForCausalLM.from_pretrained(real_dir(), dtype=torch.float32).eval()
-
-
-@pytest.fixture
-def two_threads():
-    """Two torch threads for a test on this checkpoint: a 135M model's matrices split well over the 2 cores (the
-    suite's one thread, `tests/conftest.py`, is for tiny models); one thread again after the test. A module uses it
-    with ``pytestmark = pytest.mark.usefixtures("two_threads")`` after importing it. It pays where training
-    dominates (the context head's learning test: 67 s -> 40 s); the load-and-generate tests gained nothing."""
-    torch.set_num_threads(2)
-    yield
-    torch.set_num_threads(1)

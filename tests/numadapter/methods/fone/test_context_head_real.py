@@ -13,7 +13,7 @@ from __future__ import annotations
 import datasets
 import pytest
 import torch
-from helpers.real import real_base, real_tokenizer, two_threads  # noqa: F401 (a fixture)
+from helpers.real import real_base, real_tokenizer
 from helpers.training_cases import sft_args
 
 from numadapter.config import NumberAdapterConfig
@@ -24,9 +24,7 @@ from numadapter.tokenization import NumberTokenizer
 from numadapter.training.sft import NumberSFTTrainer
 
 STEPS, BATCH = 8, 16
-
-
-pytestmark = pytest.mark.usefixtures("two_threads")
+pytestmark = pytest.mark.usefixtures("two_threads")  # tests/conftest.py
 
 
 def held_out_exact_match(head_input: str, tmp_path) -> float:
