@@ -33,6 +33,9 @@ ANSWERS = {"number_lr_ratio": 10.0, "fone_head_input": "context", "fone_numbers"
 # round 6: products, half the answers in digits, copies left to the LM (the library's defaults since round 6)
 TOOL = {**ANSWERS, "fone_context_products": True, "fone_digit_answers": 0.5, "fone_head_copies": False,
         "fone_head_in_use": True}  # fmt: skip  # the head always on, as measured before the trainer chose (round 7)
+# the automatic choice's arms: TOOL's settings that the trainer decides left undecided (products at None, on in
+# answers mode, so that the trainer may turn the pointer on: an explicit setting is never replaced)
+AUTO = {k: v for k, v in TOOL.items() if k not in ("fone_head_in_use", "fone_context_products")}
 # as every arm before round 7 was measured: the [NUM] / EOS rows at number_lr_ratio
 COMMON = dict(int_digits=5, frac_digits=0, r=16, lora_alpha=32, lora_dropout=0.0, target_modules="all-linear",
               token_rows_lr_ratio=None)  # fmt: skip
@@ -163,7 +166,7 @@ ARMS: dict[str, Arm] = {
     "fone_tool_auto10": Arm(
         "fone",
         1e-3,
-        {**{k: v for k, v in TOOL.items() if k != "fone_head_in_use"}, "fone_head_min_share": 0.1},
+        {**AUTO, "fone_head_min_share": 0.1},
         hypothesis="fone_tool_compute with the head left out where it forms under 10% of the training answers "
         "(fone_head_min_share, decided by NumberSFTTrainer; the rows then at LoRA's rate): there the adapter trains "
         "as LoRA on digits, so it cannot lose to it; where the head forms the answers it is fone_tool_compute "
@@ -172,7 +175,7 @@ ARMS: dict[str, Arm] = {
     "fone_tool_auto": Arm(
         "fone",
         1e-3,
-        {k: v for k, v in TOOL.items() if k != "fone_head_in_use"},
+        AUTO,
         hypothesis="fone_tool_auto10 with the head left out where it forms under half of the training answers (round "
         "8: beside a head writing 21-31% of the answers the LM wrote its digit answers worse than LoRA on digits), "
         "and where the last 4 numbers form under half of the answers the trainer "
@@ -206,7 +209,8 @@ def task_rows(task: str, n: int, seed: int, exclude: set[str] | None = None) -> 
 def run_arm(name: str, task: str, steps: int, eval_every: int, n_train: int, n_eval: int, batch: int, seed: int,
             base: str, out: Path, note: str, lr: float | None, *, rows: tuple[list, list] | None = None,
             config: dict[str, Any] | None = None, seconds: float | None = None, max_new_tokens: int = 8,
-            after_training: Callable[[Any, Any], dict[str, Any]] | None = None) -> dict[str, Any]:  # fmt: skip
+            after_training: Callable[[Any, Any], dict[str, Any]] | None = None,
+            chat: bool = False) -> dict[str, Any]:  # fmt: skip
     """Trains one arm through `NumberSFTTrainer` and scores its curve; writes and returns the JSON record.
 
     The curve is scored every `eval_every` optimizer steps and when training stops. By default the rows are
@@ -219,6 +223,8 @@ def run_arm(name: str, task: str, steps: int, eval_every: int, n_train: int, n_e
             excluded) reach it; `steps` stays the cap.
         max_new_tokens: the most tokens generated per held-out answer.
         after_training: ``f(model, ntok) -> dict`` run on the trained adapter; its entries join the record.
+        chat: train the rows as ``messages`` (a user turn, the assistant's answer) and ask the held-out prompts
+            through the base's chat template.
     """
     import datasets
     import torch
@@ -243,6 +249,18 @@ def run_arm(name: str, task: str, steps: int, eval_every: int, n_train: int, n_e
     model = get_peft_model(model, adapter_config, tokenizer=tokenizer)
     ntok = NumberTokenizer(tokenizer, adapter_config)
     prompts, refs = [r["prompt"] for r in eval_rows], [r["completion"] for r in eval_rows]
+    if chat:  # trained as messages, asked through the chat template
+        train_rows = [
+            {
+                "messages": [
+                    {"role": "user", "content": r["prompt"].strip()},
+                    {"role": "assistant", "content": r["completion"].strip()},
+                ]
+            }
+            for r in train_rows
+        ]
+        prompts = [tokenizer.apply_chat_template([{"role": "user", "content": p.strip()}], tokenize=False,
+                                                 add_generation_prompt=True) for p in prompts]  # fmt: skip
     curve: list[dict[str, float]] = []
     path = out / task / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -257,7 +275,7 @@ def run_arm(name: str, task: str, steps: int, eval_every: int, n_train: int, n_e
         "arm": name, "task": task, "hypothesis": arm.hypothesis, "encoding": arm.encoding, "lr": rate,
         "config": fields, "steps": steps, "seconds_budget": seconds, "batch_size": batch, "n_train": len(train_rows),
         "n_eval": len(eval_rows), "seed": seed, "note": note, "torch_threads": torch.get_num_threads(),
-        "max_new_tokens": max_new_tokens, "gradient_checkpointing": args.activation_checkpointing,
+        "max_new_tokens": max_new_tokens, "gradient_checkpointing": args.activation_checkpointing, "chat": chat,
     }  # fmt: skip
 
     def score(step: int, train_seconds: float) -> None:

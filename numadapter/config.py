@@ -14,7 +14,7 @@ from typing import Literal
 
 from peft import LoraConfig
 
-from numadapter.methods.fone.pointer import POINTER_NUMBERS
+from numadapter.methods.fone.answer_mode import POINTER_NUMBERS
 from numadapter.methods.registry import BUILTIN, get_method, known_methods, unknown_encoding_message
 from numadapter.ntl.vocab import KINDS as NTL_KINDS
 from numadapter.numbers import find_numbers
@@ -186,8 +186,10 @@ class NumberAdapterConfig(LoraConfig):
             on the real SmolLM2-135M it is the only head that learns arithmetic: 100% exact match on held-out 3-4
             digit addition after 25 steps of batch 32, where the linear head stays at 0% after 200
             (`eval_harness/results/pretrained_study`).
-        fone_context_numbers (`int`, defaults to 4): with fone_head_input="context", how many of the latest numbers
-            at or before a position the head may combine (1 to 6: the head scores all 3^K combinations).
+        fone_context_numbers (`int`, defaults to None): with fone_head_input="context", how many of the latest
+            numbers at or before a position the head may combine (1 to 6: the head scores all 3^K combinations; up
+            to 16 with fone_context_pointer). None: 4, or 16 with the pointer; a trainer may turn the pointer on
+            only where this and fone_context_products are left at None.
         fone_numbers (`str`, defaults to `"auto"`): which numbers become [NUM] tokens. `"answers"`: every number
             stays the base's own digit tokens (the base reads the text as in pretraining), and only an answer number
             that the context head can form (a signed combination of the last `fone_context_numbers` numbers before
@@ -388,8 +390,9 @@ class NumberAdapterConfig(LoraConfig):
             "choices": list(FONE_HEAD_INPUTS),
         },
     )
-    fone_context_numbers: int = field(
-        default=4, metadata={"help": "fone_head_input='context': the latest numbers the head may combine."}
+    fone_context_numbers: int | None = field(
+        default=None,
+        metadata={"help": "fone_head_input='context': the latest numbers the head may combine (None: 4, 16 pointer)."},
     )
     fone_context_pointer: bool | None = field(
         default=None,
@@ -567,7 +570,7 @@ class NumberAdapterConfig(LoraConfig):
                 f"`fone_context_pointer` must be True, False or None (decided in training), got {pointer!r}."
             )
         most = POINTER_NUMBERS if pointer else 6
-        if (
+        if self.fone_context_numbers is not None and (
             not isinstance(self.fone_context_numbers, int)
             or isinstance(self.fone_context_numbers, bool)
             or not (1 <= self.fone_context_numbers <= most)
@@ -579,7 +582,7 @@ class NumberAdapterConfig(LoraConfig):
             )
             raise ValueError(
                 f"`fone_context_numbers` must be an integer from 1 to {most} (the latest numbers the context head may "
-                f"combine; {how}), got {self.fone_context_numbers!r}: e.g. 4."
+                f"combine; {how}), got {self.fone_context_numbers!r}: e.g. 4, or None for the default."
             )
         if pointer and (self.encoding != "fone" or self.fone_head_input != "context"):
             raise ValueError(

@@ -20,19 +20,19 @@ from __future__ import annotations
 
 import copy
 import itertools
+import random
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from numadapter.methods.fone.answer_mode import fone_numbers_in_effect
-from numadapter.methods.fone.pointer import POINTER_NUMBERS
+from numadapter.methods.fone.answer_mode import POINTER_NUMBERS, fone_numbers_in_effect
 from numadapter.methods.fone.wrapping import place_integer
-from numadapter.schema import KIND_FIELD, MARKER_KIND, POSITIONS_FIELD
+from numadapter.schema import KIND_FIELD, LABEL_PREFIX, MARKER_KIND, POSITIONS_FIELD
 
 __all__ = [
     "POINTER_SETTINGS", "Coverage", "answers_mode", "combination_of", "fixed_point", "formable", "head_coverage",
-    "head_share", "warn_uncovered",
+    "head_share", "sample_rows", "warn_uncovered",
 ]  # fmt: skip
 
 # the share of answers the head may fail to form before the trainer warns
@@ -124,15 +124,16 @@ def answers_mode(config: Any) -> bool:
 
 
 def head_coverage(dataset: Any, count: int, limit: int = 2000) -> Coverage:
-    """Counts the completion numbers of the first `limit` examples that the context head can form.
+    """Counts the answers of the first `limit` examples that the context head can form.
 
     Args:
-        dataset: prepared causal rows (`numadapter.data.prepare_dataset` with prompt/completion data: the sparse
-            number columns and ``completion_mask``); rows without ``completion_mask`` train every token, so every
-            number counts as an answer (one with no number before it is formed only when it is 0). With
-            ``fone_numbers="answers"`` the numbers left in digits (``number_kind`` 2) have rows too: they are
-            context like the [NUM]s, and in a completion they count as answers (none is a combination with a term,
-            or it would be a [NUM]).
+        dataset: prepared rows (`numadapter.data.prepare_dataset`). Causal rows: the answers are the numbers under
+            ``completion_mask`` (prompt/completion data); rows without it train every token, so every number counts
+            as an answer (one with no number before it is formed only when it is 0). With ``fone_numbers="answers"``
+            the numbers left in digits (``number_kind`` 2) have rows too: they are context like the [NUM]s, and in
+            a completion they count as answers (none is a combination with a term, or it would be a [NUM]).
+            Sequence-to-sequence rows (``labels_number_*``): the answers are the target's numbers, whose context is
+            the source's numbers, then the target's before them (the encoder's, then the decoder's).
         count: K, ``fone_context_numbers``.
         limit: examples to look at.
 
@@ -143,12 +144,10 @@ def head_coverage(dataset: Any, count: int, limit: int = 2000) -> Coverage:
     for index, row in enumerate(dataset):
         if index >= limit:
             break
-        positions, digits, signs = row[POSITIONS_FIELD], row["number_digits"], row["number_sign"]
-        trained = row.get("completion_mask")
-        values = [fixed_point(d, s) for d, s in zip(digits, signs)]
-        for n, position in enumerate(positions):
-            if trained is not None and not trained[position]:
-                continue  # a prompt number
+        values, answers = _values_and_answers(row)
+        for n, answer in enumerate(answers):
+            if not answer:
+                continue
             context = tuple(values[max(0, n - count) : n][::-1])  # the last K before it, most recent first
             coverage.answers += 1
             if combination_of(context, values[n]) is not None:
@@ -158,20 +157,41 @@ def head_coverage(dataset: Any, count: int, limit: int = 2000) -> Coverage:
     return coverage
 
 
+def _values_and_answers(row: Any) -> tuple[list[int], list[bool]]:
+    """A prepared row's numbers in the order the head reads them (fixed-point values) and which are answers."""
+    values = [fixed_point(d, s) for d, s in zip(row["number_digits"], row["number_sign"])]
+    target = LABEL_PREFIX + "number_digits"
+    if row.get(target) is not None:  # sequence to sequence: the source's numbers, then the target's answers
+        answers = [fixed_point(d, s) for d, s in zip(row[target], row[LABEL_PREFIX + "number_sign"])]
+        return values + answers, [False] * len(values) + [True] * len(answers)
+    trained = row.get("completion_mask")
+    return values, [trained is None or bool(trained[p]) for p in row[POSITIONS_FIELD]]
+
+
+def sample_rows(size: int, sample: int = 2000, seed: int = 0) -> list[int]:
+    """The rows of a data set of `size` rows that a share is measured on: all of them up to `sample`, else `sample`
+    drawn at random across it (seeded, in order), so sorted or concatenated data is read as a whole."""
+    if size <= sample:
+        return list(range(size))
+    return sorted(random.Random(seed).sample(range(size), sample))
+
+
 def head_share(
-    dataset: Any, ntok: Any, prepare: Any, sample: int = 2000, settings: dict[str, Any] | None = None
+    dataset: Any, ntok: Any, prepare: Any, sample: int = 2000, settings: dict[str, Any] | None = None, seed: int = 0
 ) -> tuple[int, int]:
-    """``(formed, answers)``: of the trained numbers (completion numbers, or every number of a text without a
-    completion) in the first `sample` examples of the raw `dataset`, how many the tokenizer writes as [NUM] in
-    answers mode when no answer is kept in digits on purpose (``fone_digit_answers=0``, the head in use), under its
-    own rules (sums, products and quotients with ``fone_context_products``, copies only with ``fone_head_copies``).
+    """``(formed, answers)``: of the answers (completion numbers, a conversation's assistant-turn numbers when the
+    prepared rows mark those turns, or every number of a text without either) in `sample_rows` of the raw
+    `dataset`, how many the tokenizer writes as [NUM] in answers mode when no answer is kept in digits on purpose
+    (``fone_digit_answers=0``, the head in use), under its own rules (sums, products and quotients with
+    ``fone_context_products``, copies only with ``fone_head_copies``).
 
     Args:
         dataset: the raw training data (a `datasets.Dataset`).
         ntok: the `NumberTokenizer` (answers mode); measured on a copy of its config.
         prepare: ``prepare(dataset, ntok) -> prepared rows`` (`numadapter.data.prepare_dataset`, or the trainer's).
-        sample: examples to look at.
+        sample: the most examples to look at, drawn across the data set (`sample_rows`).
         settings: config fields to measure under instead of the tokenizer's (e.g. the pointer head's).
+        seed: the draw's seed.
     """
     measuring = copy.copy(ntok)
     measuring.config = copy.copy(ntok.config)
@@ -180,7 +200,7 @@ def head_share(
     for name, value in (settings or {}).items():
         setattr(measuring.config, name, value)
     formed = answers = 0
-    for row in prepare(dataset.select(range(min(sample, len(dataset)))), measuring):
+    for row in prepare(dataset.select(sample_rows(len(dataset), sample, seed)), measuring):
         trained = row.get("completion_mask")
         for position, kind in zip(row[POSITIONS_FIELD], row[KIND_FIELD]):
             if trained is None or trained[position]:

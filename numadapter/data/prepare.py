@@ -244,6 +244,41 @@ def _chat(tokenizer: Any, messages: list, generation_prompt: bool = False) -> st
     return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt)
 
 
+def _assistant_ranges(tokenizer: Any, messages: list, full: str) -> tuple[tuple[int, int], ...]:
+    """The ``[start, end)`` character ranges of the assistant's turns in `full`, the rendered conversation.
+
+    Each turn is where the conversation rendered up to it (with the generation prompt) and rendered through it part
+    from `full` (the parts they share with it, for a template that renders a turn a little differently inside the
+    whole): its content and the template's end-of-turn text, what the model writes for that turn."""
+    ranges = []
+    for i, message in enumerate(messages):
+        if message.get("role") != "assistant":
+            continue
+        before = _chat(tokenizer, messages[:i], generation_prompt=True)
+        through = _chat(tokenizer, messages[: i + 1])
+        start, stop = (len(os.path.commonprefix([text, full])) for text in (before, through))
+        if stop > start:
+            ranges.append((start, stop))
+    return tuple(ranges)
+
+
+def _range_mask(tokenizer: Any, full: str, rows: Mapping[str, list], ranges: Sequence[tuple[int, int]],
+                answers: Any, special: bool) -> list[int]:  # fmt: skip
+    """1 on the tokens of `rows` (the encoding of `full`) inside the character `ranges`, 0 elsewhere.
+
+    A range's first and last tokens are found by encoding `full` up to each end (with its `answers` up to there, so
+    the [NUM]s match) and comparing with `rows` (`_prefix_length`): a template's turn boundaries are token
+    boundaries, and the number rows must agree too."""
+    mask = [0] * len(rows["input_ids"])
+    for first, stop in ranges:
+        bounds = []
+        for end in (first, stop):
+            clipped = None if answers is None else [(a, min(b, end)) for a, b in answers if a < end]
+            bounds.append(_prefix_length(_encode(tokenizer, [full[:end]], special, [clipped])[0], rows))
+        mask[bounds[0] : bounds[1]] = [1] * (bounds[1] - bounds[0])
+    return mask
+
+
 def trains_every_token(fmt: str, seq2seq: bool, completion_only_loss: bool) -> bool:
     """Whether every input token of a causal example of format `fmt` is also a label (so no number is input only)."""
     if seq2seq:
@@ -266,16 +301,21 @@ def warn_unused_markers(tokenizer: Any, fmt: str) -> None:
 
 
 def _causal_batch(
-    batch: dict[str, list], tokenizer: Any, fmt: str, field: str, add_eos: bool, every_token: bool = False
-) -> dict[str, list]:
-    """Encodes one batch of causal examples; with `every_token` (all tokens trained) no number keeps an [AGG]."""
+    batch: dict[str, list], tokenizer: Any, fmt: str, field: str, add_eos: bool, every_token: bool = False,
+    assistant_only: bool = False,
+) -> dict[str, list]:  # fmt: skip
+    """Encodes one batch of causal examples; with `every_token` (all tokens trained) no number keeps an [AGG].
+
+    A conversation's answers are the numbers of its assistant turns (`_assistant_ranges`); with `assistant_only`
+    its ``completion_mask`` is 1 on those turns' tokens alone."""
     n = len(next(iter(batch.values())))
     places = tokenizer.config.num_places
-    prompts = None
+    prompts = ranges = None
     if fmt == "text":
         fulls, special = [batch[field][i] for i in range(n)], True
     elif fmt == "messages":
         fulls, special = [_chat(tokenizer, batch["messages"][i]) for i in range(n)], False
+        ranges = [_assistant_ranges(tokenizer, batch["messages"][i], full) for i, full in enumerate(fulls)]
     elif fmt == "prompt_completion":
         prompts = [batch["prompt"][i] for i in range(n)]
         fulls, special = [batch["prompt"][i] + batch["completion"][i] for i in range(n)], True
@@ -283,17 +323,21 @@ def _causal_batch(
         prompts = [_chat(tokenizer, batch["prompt"][i], generation_prompt=True) for i in range(n)]
         fulls = [_chat(tokenizer, batch["prompt"][i] + batch["completion"][i]) for i in range(n)]
         special = False
-    starts = _in_digits_share(_answer_starts(prompts, fulls), fulls, tokenizer.config)
+    starts = _in_digits_share(ranges or _answer_starts(prompts, fulls), fulls, tokenizer.config)
     full_rows = _encode(tokenizer, fulls, special, starts)
     prompt_rows = _encode(tokenizer, prompts, special) if prompts is not None else None  # a prompt has no answer
     kinds = answers_mode(tokenizer.config)
     out: dict[str, list] = {key: [] for key in (*TOKEN_COLUMNS, *((KIND_FIELD,) if kinds else ()))}
-    if prompt_rows is not None:
+    if prompt_rows is not None or (ranges is not None and assistant_only):
         out["completion_mask"] = []
     eos = tokenizer.eos_token_id if add_eos and fmt in ("text", "prompt_completion") else None
     marker = tokenizer.agg_token_id
     for i, rows in enumerate(full_rows):
         start = _prefix_length(prompt_rows[i], rows) if prompt_rows is not None else 0
+        turns = None
+        if prompt_rows is None and "completion_mask" in out:  # the assistant turns, before any [AGG] is dropped
+            turns = _range_mask(tokenizer, fulls[i], rows, ranges[i], starts[i], special)
+            turns = [m for m, token in zip(turns, rows["input_ids"]) if marker is None or token != marker]
         if every_token:  # the prompt's markers go too: the completion then starts that many tokens earlier
             start -= rows["input_ids"][:start].count(marker) if marker is not None else 0
             drop_markers(rows, 0, marker)
@@ -306,6 +350,8 @@ def _causal_batch(
                 out[key].append(stored[key])
         if prompt_rows is not None:
             out["completion_mask"].append([0] * start + [1] * (len(rows["input_ids"]) - start))
+        elif turns is not None:
+            out["completion_mask"].append(turns)
     return out
 
 
@@ -395,6 +441,7 @@ def prepare_dataset(
     truncation_mode: str = "keep_start",
     max_target_length: int | None = None,
     completion_only_loss: bool = True,
+    assistant_only_loss: bool = False,
     num_proc: int | None = None,
     batch_size: int = 1000,
 ) -> Any:
@@ -413,6 +460,10 @@ def prepare_dataset(
         completion_only_loss: prompt-completion data: drop examples whose completion was truncated away (a warning
             gives how many). False
             (the prompt trained too) also leaves the prompt's numbers without [AGG], as language-modeling data.
+        assistant_only_loss: ``messages`` data: a ``completion_mask`` that is 1 on the assistant's turns alone (as
+            TRL's ``assistant_only_loss``, found by rendering the conversation up to and through each turn, so any
+            chat template serves), and examples whose assistant turns were truncated away are dropped. Whatever
+            it is, a conversation's answers (``fone_numbers="answers"``) are the numbers of its assistant turns.
         num_proc: processes for `Dataset.map` (ignored for an `IterableDataset`).
         batch_size: examples per tokenizer call.
 
@@ -444,7 +495,8 @@ def prepare_dataset(
     kwargs = {"batched": True, "batch_size": batch_size, "remove_columns": columns}
     if num_proc is not None and hasattr(dataset, "num_rows"):
         kwargs["num_proc"] = num_proc
-    features = prepared_features(config.num_places, seq2seq, fmt.startswith("prompt_completion"), answers_mode(config))
+    masked = fmt.startswith("prompt_completion") or (fmt == "messages" and assistant_only_loss and not seq2seq)
+    features = prepared_features(config.num_places, seq2seq, masked, answers_mode(config))
     kwargs["features"] = features
     if seq2seq:
         dataset = dataset.map(_seq2seq_batch, fn_kwargs={"tokenizer": tokenizer, "fmt": fmt}, **kwargs)
@@ -453,13 +505,13 @@ def prepare_dataset(
         if every_token:
             warn_unused_markers(tokenizer, fmt)
         fn_kwargs = {"tokenizer": tokenizer, "fmt": fmt, "field": dataset_text_field, "add_eos": add_eos,
-                     "every_token": every_token}  # fmt: skip
+                     "every_token": every_token, "assistant_only": assistant_only_loss}  # fmt: skip
         dataset = dataset.map(_causal_batch, fn_kwargs=fn_kwargs, **kwargs)
     if max_length is not None or max_target_length is not None:
         digit_ids = None if get_method(config).replaces_numbers(config) else tokenizer.digit_token_ids
         fn_kwargs = {"max_length": max_length, "mode": truncation_mode, "max_target": max_target_length}
         dataset = dataset.map(_truncate, fn_kwargs={**fn_kwargs, "digit_ids": digit_ids}, features=features)
-        if completion_only_loss and fmt.startswith("prompt_completion") and not seq2seq:
+        if masked and (completion_only_loss or fmt == "messages") and not seq2seq:
             before = getattr(dataset, "num_rows", None)
             if before is None:  # streamed: the count is unknown, the first dropped example warns
                 dataset = dataset.filter(_KeepCompletion(max_length, truncation_mode))

@@ -67,7 +67,7 @@ class NumberSettings(Protocol):
     fone_projection: str
     fone_init_scale: float
     fone_head_input: str
-    fone_context_numbers: int
+    fone_context_numbers: int | None
     fone_head_target: str
     xval_center: float
     xval_scale: float
@@ -116,6 +116,9 @@ class GeneratedNumber:
         combination: the context head's coefficients (-1, 0, +1) of the numbers before it, most recent first, or
             None for the other heads; all 0 where it wrote a product or quotient of two of them
             (``fone_context_products``), which no coefficients express.
+        below_zero: the context head combined the numbers into a negative magnitude, which a [NUM]'s digits hold
+            only modulo ``10^int_digits`` (``sign_policy="text"``): `value` is that negative number (not
+            feedable); in answers mode the row writes the number in digit tokens instead.
     """
 
     value: ExactNumber | float
@@ -124,6 +127,7 @@ class GeneratedNumber:
     reason: str | None = None
     confidence: float | None = None
     combination: tuple[int, ...] | None = None
+    below_zero: bool = False
 
 
 @dataclass

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from numadapter.data.head_coverage import fixed_point, formable
-from numadapter.methods.fone.answer_mode import context_products
+from numadapter.methods.fone.answer_mode import context_count, context_products
 from numadapter.methods.fone.pair_ops import pair_formable
 from numadapter.numbers import ExactNumber, NumberOutOfRangeError, NumberSpan, find_numbers
 from numadapter.schema import CONTEXT_KIND, MARKER_KIND, EncodedNumber
@@ -72,15 +72,24 @@ class NumberRow(NamedTuple):
     first: int
 
 
-def check_answer_start(answer_start: Any, texts: Sequence[str]) -> list[int | None]:
-    """One answer offset per text (None: the text has no answer) from `NumberTokenizer`'s ``answer_start``.
+# a text's answers: None (none), or the ``[start, end)`` character ranges whose numbers are answers
+AnswerRanges = tuple[tuple[int, int], ...] | None
+
+
+def check_answer_start(answer_start: Any, texts: Sequence[str]) -> list[AnswerRanges]:
+    """The answer ranges of each text from `NumberTokenizer`'s ``answer_start``.
 
     Args:
-        answer_start: None, an int (for every text) or a sequence of int / None with one entry per text.
+        answer_start: None, an int (for every text) or a sequence with one entry per text, each an int (the answers
+            run from there to the end), None (no answer) or a sequence of ``(start, end)`` character ranges (the
+            assistant's turns of a chat: numbers starting in a range are answers, the others context).
         texts: the batch.
 
+    Returns:
+        Per text, None or its ranges, each within ``[0, len(text)]``.
+
     Raises:
-        TypeError: another type, or an entry that is not an int or None.
+        TypeError: another type, or an entry that is none of these.
         ValueError: a sequence whose length is not the batch size, or an offset outside ``[0, len(text)]``.
     """
     if answer_start is None or _is_int(answer_start):
@@ -90,27 +99,51 @@ def check_answer_start(answer_start: Any, texts: Sequence[str]) -> list[int | No
         if len(starts) != len(texts):
             raise ValueError(
                 f"`answer_start` has {len(starts)} entries for a batch of {len(texts)} texts: give one offset (or "
-                "None) per text, or one int for every text."
+                "None) per text, or a list of (start, end) ranges, or one int for every text."
             )
     else:
         raise TypeError(
-            f"`answer_start` must be None, an int or a list of int / None (one per text), got "
+            f"`answer_start` must be None, an int or a list of int / None / (start, end) ranges (one per text), got "
             f"{type(answer_start).__name__} ({answer_start!r:.80})."
         )
-    for index, (start, text) in enumerate(zip(starts, texts)):
-        if start is None:
-            continue
-        if not _is_int(start):
-            raise TypeError(
-                f"`answer_start` for text {index} must be an int (a character offset) or None, got "
-                f"{type(start).__name__} ({start!r:.80})."
-            )
+    return [_answer_ranges(index, start, text) for index, (start, text) in enumerate(zip(starts, texts))]
+
+
+def _answer_ranges(index: int, start: Any, text: str) -> AnswerRanges:
+    """One text's `AnswerRanges` from its ``answer_start`` entry (see `check_answer_start`)."""
+    if start is None:
+        return None
+    if _is_int(start):
         if not 0 <= start <= len(text):
             raise ValueError(
                 f"`answer_start` for text {index} is {start}, outside [0, {len(text)}] (the text's length): give the "
                 "character offset where its answer begins (len(prompt) for prompt + completion), or None for none."
             )
-    return [None if start is None else int(start) for start in starts]
+        ranges = [(start, len(text))]
+    elif (
+        isinstance(start, Sequence)
+        and not isinstance(start, (str, bytes))
+        and all(isinstance(r, Sequence) and len(r) == 2 and all(map(_is_int, r)) for r in start)
+    ):
+        ranges = [tuple(r) for r in start]
+    else:
+        raise TypeError(
+            f"`answer_start` for text {index} must be an int (a character offset), None or a list of (start, end) "
+            f"character ranges, got {type(start).__name__} ({start!r:.80})."
+        )
+    for first, stop in ranges:
+        if not 0 <= first <= stop <= len(text):
+            raise ValueError(
+                f"`answer_start` for text {index} holds the range [{first}, {stop}), outside [0, {len(text)}] (the "
+                "text's length) or reversed: give (start, end) character ranges within the text, an offset, or None "
+                "for none."
+            )
+    return tuple((int(a), int(b)) for a, b in ranges)
+
+
+def in_answers(offset: int, ranges: AnswerRanges) -> bool:
+    """Whether a number starting at character `offset` is an answer under `ranges` (`check_answer_start`)."""
+    return ranges is not None and any(first <= offset < stop for first, stop in ranges)
 
 
 def _is_int(value: Any) -> bool:
@@ -299,12 +332,12 @@ class NumberEncoding:
         return context_products(cfg) and pair_formable(context, value, cfg.frac_digits)
 
     def _substitute_answers(
-        self, index: int, text: str, answer_start: int | None, left: list[NumberSpan] | None = None
+        self, index: int, text: str, answers: AnswerRanges, left: list[NumberSpan] | None = None
     ) -> tuple[str, list[PlacedNumber]]:
         """``fone_numbers="answers"``: [NUM] only for the answers the context head can form, the rest stays text.
 
-        Walks the in-range numbers in text order; one whose span starts at or after `answer_start` (None: the text
-        has no answer) becomes the marker when a signed combination (at least one term) of the fixed-point values
+        Walks the in-range numbers in text order; one whose span starts in one of the `answers` ranges (None: the
+        text has no answer) becomes the marker when a signed combination (at least one term) of the fixed-point values
         of the last ``fone_context_numbers`` numbers before it forms its value (`formable`); every number, marker
         or digits, is context for the numbers after it.
 
@@ -313,7 +346,7 @@ class NumberEncoding:
             digits), with its character offsets in the returned text.
         """
         self._check_text(index, text)
-        marker, count = self._marker, self.config.fone_context_numbers
+        marker, count = self._marker, context_count(self.config)
         parts: list[str] = []
         placed: list[PlacedNumber] = []
         values: list[int] = []  # fixed-point values of the numbers so far, in text order
@@ -323,7 +356,7 @@ class NumberEncoding:
             context = values[::-1][:count]  # the last K, most recent first
             values.append(value)
             number = EncodedNumber(surface, *row)
-            if answer_start is not None and span.start >= answer_start and self._formable(context, value):
+            if in_answers(span.start, answers) and self._formable(context, value):
                 first = written + span.start - pos  # the sign that stays text, or the marker itself
                 written += start - pos
                 parts += [text[pos:start], marker]

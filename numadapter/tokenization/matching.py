@@ -14,7 +14,7 @@ from typing import Any
 
 from numadapter.config import NumberAdapterConfig
 from numadapter.data.head_coverage import answers_mode
-from numadapter.methods.fone.answer_mode import context_products, fone_numbers_in_effect, head_in_use
+from numadapter.methods.fone.answer_mode import context_count, context_products, fone_numbers_in_effect, head_in_use
 from numadapter.methods.registry import get_method
 
 __all__ = ["ANSWER_FIELDS", "MATCHED_FIELDS", "MATCHED_IDS", "check_tokenizer_matches", "tokenizer_mismatches"]
@@ -45,7 +45,7 @@ def tokenizer_mismatches(ntok: Any, config: Any) -> dict[str, tuple[Any, Any]]:
 
     def value(cfg: Any, name: str) -> Any:  # as in effect: fone_numbers 'auto', fone_context_products None, ...
         in_effect = {"fone_numbers": fone_numbers_in_effect, "fone_context_products": context_products,
-                     "fone_head_in_use": head_in_use,
+                     "fone_head_in_use": head_in_use, "fone_context_numbers": context_count,
                      "fone_context_pointer": lambda c: bool(getattr(c, "fone_context_pointer", None))}  # fmt: skip
         return in_effect[name](cfg) if name in in_effect else getattr(cfg, name)
 

@@ -284,7 +284,7 @@ class NumberTokenizer(NumberEncoding, NumberDecoding, TransformersOptions):
         return_length: bool = False,
         verbose: bool = True,
         split_special_tokens: bool = False,
-        answer_start: int | Sequence[int | None] | None = None,
+        answer_start: int | Sequence[int | Sequence[tuple[int, int]] | None] | None = None,
         return_number_groups: bool = False,
         **unsupported: Any,
     ) -> BatchEncoding:
@@ -310,11 +310,13 @@ class NumberTokenizer(NumberEncoding, NumberDecoding, TransformersOptions):
             return_attention_mask, return_token_type_ids, return_special_tokens_mask, return_length, verbose: as in
                 transformers (token type ids are zeros: one text per sequence).
             answer_start: with ``encoding="fone"`` and ``fone_numbers="answers"``, the character offset from which
-                a text's numbers are answers: an int for every text, or one int / None per text (None: the text
-                has no answer, a prompt). Only an answer that a signed combination of the last
-                ``fone_context_numbers`` numbers before it forms becomes [NUM] (``num_mask`` 1); every other in-range
-                number stays the base tokenizer's own tokens and gets its row at the token holding its last
-                character (``num_mask`` 2: context only). Checked in every mode, used only in that one.
+                a text's numbers are answers: an int for every text, or one entry per text: an int, None (the text
+                has no answer, a prompt) or a list of ``(start, end)`` character ranges (a chat's assistant turns:
+                the numbers starting in them are answers, those of the other turns context). Only an answer that a
+                signed combination of the last ``fone_context_numbers`` numbers before it forms becomes [NUM]
+                (``num_mask`` 1); every other in-range number stays the base tokenizer's own tokens and gets its row
+                at the token holding its last character (``num_mask`` 2: context only). Checked in every mode, used
+                only in that one.
             return_number_groups: add ``number_group`` (``[B, T]``: k on every token of the k-th number that has a
                 row, 0 elsewhere), read from the token offsets; only with ``fone_numbers="answers"``
                 (`numadapter.data.prepare_dataset` uses it; `numadapter.data.number_groups` serves the other modes).

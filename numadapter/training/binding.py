@@ -15,6 +15,7 @@ from numadapter.config import NumberAdapterConfig
 from numadapter.data.checks import first_example
 from numadapter.tokenization.matching import check_tokenizer_matches
 from numadapter.tokenization.tokenizer import NumberTokenizer
+from numadapter.training.head_choice import own_decision
 
 
 def _bind(model: Any, processing_class: Any, peft_config: NumberAdapterConfig | None) -> tuple[PeftModel, Any]:
@@ -47,7 +48,8 @@ def _bind(model: Any, processing_class: Any, peft_config: NumberAdapterConfig | 
     ntok = processing_class
     if not isinstance(ntok, NumberTokenizer):
         ntok = NumberTokenizer(processing_class, config)
-    check_tokenizer_matches(ntok, config, "the number trainer", "processing_class")
+    own_decision(model, ntok)  # a decision to make goes on the model's own config, never on the caller's
+    check_tokenizer_matches(ntok, model.peft_config[model.active_adapter], "the number trainer", "processing_class")
     warn_ntl_on_the_context_head(config)
     return model, ntok
 

@@ -13,6 +13,7 @@ from numadapter.data.collator import SEQ2SEQ_COLUMNS, NumberDataCollator
 from numadapter.data.prepare import detect_format
 from numadapter.training.base import _NumberLossMixin
 from numadapter.training.binding import _bind
+from numadapter.training.head_choice import check_head_coverage
 from numadapter.training.safe_checkpoint import SafeCheckpointMixin
 
 
@@ -85,6 +86,7 @@ class NumberSeq2SeqTrainer(_NumberLossMixin, SafeCheckpointMixin, Seq2SeqTrainer
             max_target_length=max_target_length,
         )
         train_dataset, eval_dataset = self._prepare_datasets(ntok, train_dataset, eval_dataset)
+        check_head_coverage(train_dataset, ntok.config)  # as NumberSFTTrainer: answers the head cannot form
         if data_collator is None:
             data_collator = NumberDataCollator.from_tokenizer(
                 ntok,

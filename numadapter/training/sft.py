@@ -39,15 +39,14 @@ import torch
 from trl import SFTConfig, SFTTrainer
 
 from numadapter.config import NumberAdapterConfig
+from numadapter.data.checks import first_example
 from numadapter.data.collator import NumberDataCollator
-from numadapter.data.head_coverage import answers_mode, head_coverage, warn_uncovered
 from numadapter.data.prepare import prepare_dataset
 from numadapter.integrations.qlora import keep_canonical_layout, restore_number_precision
-from numadapter.methods.registry import get_method
 from numadapter.tokenization.tokenizer import NumberTokenizer
 from numadapter.training.base import _NumberLossMixin
 from numadapter.training.binding import _bind, _completion_only, _map_datasets
-from numadapter.training.head_choice import choose_head
+from numadapter.training.head_choice import check_head_coverage, choose_head
 from numadapter.training.packing import PackedCollator, pack_examples
 from numadapter.training.safe_checkpoint import SafeCheckpointMixin
 
@@ -58,12 +57,14 @@ class NumberSFTTrainer(_NumberLossMixin, SafeCheckpointMixin, SFTTrainer):
     Args:
         model: a numadapter ``PeftModel`` (`numadapter.get_peft_model`), or a base model with `peft_config`.
         args: an `SFTConfig`. Used: ``max_length`` / ``truncation_mode`` (a number the cut would split is dropped
-            whole), ``completion_only_loss``, ``dataset_text_field``, ``dataset_num_proc``, ``pad_to_multiple_of``,
+            whole), ``completion_only_loss``, ``assistant_only_loss`` (``messages`` data: the loss on the
+            assistant turns alone, found by rendering the conversation up to and through each one, so any chat
+            template serves), ``dataset_text_field``, ``dataset_num_proc``, ``pad_to_multiple_of``,
             and every Trainer option. ``packing=True`` (``packing_strategy="bfd"``; ``eval_packing``) packs whole
             examples into rows of ``max_length`` tokens (`pack_examples`) and collates each batch padding-free with
             ``position_ids`` (`PackedCollator`): the number tensors travel with their examples and the losses equal
             the unpacked ones. Refused: ``padding_free`` without packing, ``packing`` with ``answer_format="head"``
-            or another strategy, ``assistant_only_loss``, ``loss_type`` other than ``"nll"``,
+            or another strategy, ``loss_type`` other than ``"nll"``,
             ``label_smoothing_factor`` (the model computes the loss). Its ``dataset_kwargs`` gets
             ``skip_prepare_dataset=True`` (the data is prepared here).
         data_collator: defaults to `NumberDataCollator.from_tokenizer(processing_class, ...)`.
@@ -114,7 +115,8 @@ class NumberSFTTrainer(_NumberLossMixin, SafeCheckpointMixin, SFTTrainer):
         if train_dataset is None:
             raise ValueError("`train_dataset` is required.")
         self._apply_tokenizer_settings(args, ntok)
-        completion_only = _completion_only(args.completion_only_loss, train_dataset)
+        assistant_only = _assistant_only(args, train_dataset)
+        completion_only = assistant_only or _completion_only(args.completion_only_loss, train_dataset)
         if completion_only and formatting_func is not None:
             raise ValueError(
                 "A formatting_func turns every example into one text, so there is no completion to train on alone: "
@@ -127,15 +129,17 @@ class NumberSFTTrainer(_NumberLossMixin, SafeCheckpointMixin, SFTTrainer):
             max_length=args.max_length,
             truncation_mode=args.truncation_mode,
             completion_only_loss=completion_only,
+            assistant_only_loss=assistant_only,
             num_proc=args.dataset_num_proc,
         )
         choose_head(  # fone_head_in_use from the training data (answers mode), before anything is tokenized
             model.peft_config[model.active_adapter], ntok, train_dataset,
-            lambda data, tok: prepare_dataset(data, tok, **self._prepare_kwargs),
+            lambda data, tok: prepare_dataset(data, tok, **{**self._prepare_kwargs, "assistant_only_loss": True}),
             rebuild=lambda: model.base_model.rebuild_number_head(model.active_adapter),
+            text_field=args.dataset_text_field,
         )  # fmt: skip
         train_dataset, eval_dataset = self._prepare_datasets(ntok, train_dataset, eval_dataset)
-        _check_head_coverage(train_dataset, ntok.config)
+        check_head_coverage(train_dataset, ntok.config)
         if data_collator is None:
             data_collator = NumberDataCollator.from_tokenizer(
                 ntok,
@@ -167,6 +171,7 @@ class NumberSFTTrainer(_NumberLossMixin, SafeCheckpointMixin, SFTTrainer):
         base = model.get_base_model()
         own_forward = base.__dict__.get("forward")
         packing, args.packing = args.packing, False  # TRL refuses a custom collator with packing (padding-free)
+        args.assistant_only_loss = False  # TRL would look for chat messages in the prepared rows
         super().__init__(
             model=model,
             args=args,
@@ -180,7 +185,7 @@ class NumberSFTTrainer(_NumberLossMixin, SafeCheckpointMixin, SFTTrainer):
             compute_metrics=compute_metrics,
             preprocess_logits_for_metrics=preprocess_logits_for_metrics,
         )
-        args.packing = packing
+        args.packing, args.assistant_only_loss = packing, assistant_only
         # TRL's fused LM head replaced the base model's forward; the number loss needs the real one.
         if own_forward is None:
             base.__dict__.pop("forward", None)
@@ -195,16 +200,11 @@ class NumberSFTTrainer(_NumberLossMixin, SafeCheckpointMixin, SFTTrainer):
 
     @staticmethod
     def _check_args(args: SFTConfig) -> None:
-        refused = {
-            "padding_free": args.padding_free and not args.packing,
-            "assistant_only_loss": args.assistant_only_loss,
-        }
-        for name, value in refused.items():
-            if value:
-                raise ValueError(
-                    f"NumberSFTTrainer does not support {name}=True (the number tensors are padded per example): "
-                    f"set {name}=False."
-                )
+        if args.padding_free and not args.packing:
+            raise ValueError(
+                "NumberSFTTrainer does not support padding_free=True without packing (the number tensors are padded "
+                "per example): set padding_free=False, or packing=True."
+            )
         if args.loss_type not in ("nll", "chunked_nll"):
             raise ValueError(
                 f"NumberSFTTrainer computes the loss from the model (CE + number losses), loss_type="
@@ -265,11 +265,16 @@ class NumberSFTTrainer(_NumberLossMixin, SafeCheckpointMixin, SFTTrainer):
         )
 
 
-def _check_head_coverage(dataset: Any, config: NumberAdapterConfig) -> None:
-    """Warns when the context head cannot form many of the training answers (`numadapter.data.head_coverage`).
-
-    Not with ``fone_numbers="answers"``: there every [NUM] answer is formable by construction, and the others are
-    written in digits on purpose (trained as the base's tokens), not missed by the head."""
-    count = get_method(config).context_size(config)
-    if count and not answers_mode(config):
-        warn_uncovered(head_coverage(dataset, count), count, config.frac_digits)
+def _assistant_only(args: SFTConfig, dataset: Any) -> bool:
+    """``args.assistant_only_loss``, checked against the data: it masks the turns of ``messages`` conversations."""
+    if not args.assistant_only_loss:
+        return False
+    columns = set(first_example(dataset, "train_dataset"))
+    if ("completion_mask" if "input_ids" in columns else "messages") not in columns:
+        raise ValueError(
+            f"assistant_only_loss=True trains the assistant turns of `messages` conversations, but the training data "
+            f"has the columns {sorted(columns)}: give a `messages` column (or data prepared from one with "
+            "prepare_dataset(..., assistant_only_loss=True); prompt/completion data trains its completion alone "
+            "with completion_only_loss), or set assistant_only_loss=False."
+        )
+    return True

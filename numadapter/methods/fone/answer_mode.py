@@ -10,7 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["context_products", "fone_numbers_in_effect", "head_in_use", "head_left_out"]
+__all__ = [
+    "CONTEXT_NUMBERS", "POINTER_NUMBERS", "context_count", "context_products", "fone_numbers_in_effect", "head_in_use",
+    "head_left_out",
+]  # fmt: skip
+
+# the latest numbers the context head combines when ``fone_context_numbers`` is None (it scores 3^K combinations)
+CONTEXT_NUMBERS = 4
+# the most numbers the pointer form looks back over (the meet-in-the-middle search scores 2 x 3^(K/2) half sums); also
+# its count when ``fone_context_numbers`` is None
+POINTER_NUMBERS = 16
 
 
 def fone_numbers_in_effect(config: Any) -> str:
@@ -24,6 +33,16 @@ def fone_numbers_in_effect(config: Any) -> str:
     if seq2seq or getattr(config, "fone_head_input", "context") != "context":
         return "all"
     return "answers"
+
+
+def context_count(config: Any) -> int:
+    """K, the latest numbers the context head combines: ``config.fone_context_numbers``, or when it is None (not set
+    by the user) `CONTEXT_NUMBERS`, `POINTER_NUMBERS` with ``fone_context_pointer``. None keeps the choice open:
+    `NumberSFTTrainer` may turn the pointer on only where the user set neither the count nor products."""
+    count = getattr(config, "fone_context_numbers", None)
+    if count is not None:
+        return count
+    return POINTER_NUMBERS if getattr(config, "fone_context_pointer", None) else CONTEXT_NUMBERS
 
 
 def context_products(config: Any) -> bool:

@@ -78,7 +78,7 @@ from torch import nn
 
 from numadapter.methods.base import NumberSettings
 from numadapter.methods.context import ContextNumbers
-from numadapter.methods.fone.answer_mode import context_products
+from numadapter.methods.fone.answer_mode import context_count, context_products
 from numadapter.methods.fone.embedding import digits_to_strings, fone_features_from_digits, lower_fractions
 from numadapter.methods.fone.pair_ops import pair_count, pair_results
 from numadapter.methods.fone.pointer import (
@@ -228,7 +228,7 @@ class FoNEDigitHead(nn.Module):
             self.proj = nn.Linear(hidden_size, 2 * self.num_places)
         elif self.input_mode == "context":  # the config refuses it with fone_head_target="digit"
             self.proj = nn.Linear(hidden_size, 2 * self.num_places)
-            self.context_numbers = config.fone_context_numbers
+            self.context_numbers = context_count(config)
             self.pointer = PointerScores(hidden_size, self.context_numbers) if config.fone_context_pointer else None
             with torch.no_grad():  # the read-out u starts at the constant 1 + 0i: each combination its exact sum
                 self.proj.weight.zero_()

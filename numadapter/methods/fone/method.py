@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from numadapter.methods.base import GeneratedNumber, HeadReading, LossInputs, NumberMethod, NumberSettings
+from numadapter.methods.fone.answer_mode import context_count
 
 
 def fone_ntl(inputs: LossInputs) -> torch.Tensor:
@@ -47,7 +48,7 @@ class FoNEMethod(NumberMethod):
         return FoNEEmbedding(hidden_size, config), FoNEDigitHead(hidden_size, config)
 
     def context_size(self, config: Any) -> int:
-        return config.fone_context_numbers if config.fone_head_input == "context" else 0
+        return context_count(config) if config.fone_head_input == "context" else 0
 
     def head_outputs(self, head: nn.Module, hidden: torch.Tensor, context: Any = None) -> Any:
         return head(hidden, context) if context is not None else head(hidden)
@@ -111,8 +112,8 @@ class FoNEMethod(NumberMethod):
         values: list[float], combined: list[list[int]] | None = None,
     ) -> list[GeneratedNumber]:  # fmt: skip
         """The exact numbers the digits spell; with the context head, a combination of the numbers before it that
-        needs more than ``int_digits`` places (its digits hold it only modulo ``10^int_digits``) is returned whole
-        instead, not feedable, and a negative one as written with a warning (`numadapter.methods.fone.wrapping`)."""
+        its digits hold only modulo ``10^int_digits`` (one that needs more places, or a negative magnitude) is
+        returned whole instead, not feedable, with the reason (`numadapter.methods.fone.wrapping`)."""
         from numadapter.methods.fone.head import FoNEDigitHead
         from numadapter.methods.fone.wrapping import negative_reason, overflow_reason, unwrapped
         from numadapter.numbers import ExactNumber
@@ -122,7 +123,7 @@ class FoNEMethod(NumberMethod):
         out = []
         for row_digits, sign, text, combination in zip(digits, signs, texts, combined):
             sign = -1 if sign < 0 else 1
-            magnitude = reason = None
+            magnitude = None
             if combination is not None:
                 magnitude = unwrapped(row_digits, combination, config.int_digits, config.frac_digits)
             if magnitude is not None and magnitude > 0:  # the digits are a wrapped sum: write it whole, stop there
@@ -130,8 +131,12 @@ class FoNEMethod(NumberMethod):
                 reason = overflow_reason(whole, text, config.int_digits)
                 out.append(GeneratedNumber(value=whole, text=str(whole), feedable=False, reason=reason))
                 continue
-            if magnitude is not None:  # a negative combination: kept as written, with a warning
-                reason = negative_reason(magnitude, text, config.int_digits)
+            if magnitude is not None and config.sign_policy == "text":  # a [NUM] holds a magnitude: never wrapped
+                whole = ExactNumber.parse(sign * magnitude)
+                reason = negative_reason(whole, text, config.int_digits)
+                out.append(GeneratedNumber(whole, str(whole), feedable=False, reason=reason, below_zero=True))
+                continue
+            reason = None if magnitude is None else negative_reason(magnitude, text, config.int_digits, kept=True)
             value = ExactNumber.from_place_digits(row_digits, config.int_digits, config.frac_digits, sign)
             out.append(GeneratedNumber(value=value, text=text, reason=reason))
         return out

@@ -30,8 +30,6 @@ import math
 import torch
 from torch import nn
 
-# the most numbers the pointer form looks back over (the meet-in-the-middle search scores 2 x 3^(K/2) half sums)
-POINTER_NUMBERS = 16
 # the width of a number's key
 KEY_SIZE = 32
 # the score a term costs: far below any difference of log-probabilities that matters, so it only breaks ties

@@ -21,7 +21,7 @@ from numadapter.data.head_coverage import head_coverage
 from numadapter.schema import KIND_FIELD, dense_rows
 from numadapter.testing import toy
 from numadapter.tokenization import NumberTokenizer
-from numadapter.training.sft import _check_head_coverage
+from numadapter.training.head_choice import check_head_coverage
 
 SIDES = ("num_mask", "num_digits", "num_sign", "num_values")
 CHAT = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
@@ -86,7 +86,7 @@ def test_text_data_trains_every_number_as_a_possible_answer():
     assert with_eos["input_ids"][-1] == ntok.eos_token_id and with_eos[KIND_FIELD] == examples[0][KIND_FIELD]
 
 
-def test_chat_data_uses_the_rendered_prompt_length_and_messages_start_at_zero():
+def test_chat_data_uses_the_rendered_prompt_length_and_messages_the_assistant_turns():
     ntok = make("digits")
     ntok.tokenizer.chat_template = CHAT
     prompt = [{"role": "user", "content": "Add 2 and 3"}]
@@ -98,7 +98,9 @@ def test_chat_data_uses_the_rendered_prompt_length_and_messages_start_at_zero():
     assert example["input_ids"] == direct["input_ids"] and direct["number_texts"] == ["5"]  # 9: no combination
     assert example[KIND_FIELD] == [2, 2, 1, 2]
     (lm,) = prepared(ntok, [{"messages": prompt + completion}])
-    assert lm["input_ids"] == ntok(full, answer_start=0, add_special_tokens=False)["input_ids"]
+    turn = [(len(rendered), len(full))]  # the assistant's turn: its answers; the user's 2 and 3 stay context
+    assert lm["input_ids"] == ntok(full, answer_start=[turn], add_special_tokens=False)["input_ids"]
+    assert lm[KIND_FIELD] == example[KIND_FIELD]
 
 
 def test_seq2seq_is_refused_with_answers():
@@ -173,11 +175,11 @@ def test_coverage_counts_context_rows_and_the_trainer_does_not_warn():
     assert (coverage.answers, coverage.formed) == (20, 10)  # the sums are [NUM]s, the conversions digits
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        _check_head_coverage(data, ntok.config)
+        check_head_coverage(data, ntok.config)
     assert not [w for w in caught if "no sum or difference" in str(w.message)]
     every = make("digits", int_digits=6, frac_digits=0, fone_numbers="all")
     with pytest.warns(UserWarning, match=r"10 of 20 training answers \(50%\) are no sum or difference"):
-        _check_head_coverage(prepare_dataset(datasets.Dataset.from_list(rows), every), every.config)
+        check_head_coverage(prepare_dataset(datasets.Dataset.from_list(rows), every), every.config)
 
 
 def test_digit_answers_keep_a_share_of_the_examples_in_digits_the_same_way_every_time():

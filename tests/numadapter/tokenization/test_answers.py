@@ -239,6 +239,13 @@ def test_answer_start_changes_nothing_outside_answers_mode(tmp_path, settings):
         ([0, "1"], TypeError, ["text 1 must be an int", "'1'"]),
         (-1, ValueError, ["text 0 is -1, outside [0, 4]", "len(prompt)"]),
         ([0, 6], ValueError, ["text 1 is 6, outside [0, 5]", "or None for none"]),
+        (
+            [[(0, 4)], [(2, 9)]],
+            ValueError,
+            ["text 1 holds the range [2, 9), outside [0, 5]", "ranges within the text"],
+        ),
+        ([[(3, 1)], None], ValueError, ["text 0 holds the range [3, 1)", "reversed"]),
+        ([[(0, "4")], None], TypeError, ["text 0 must be an int", "None or a list of (start, end)"]),
     ],
 )
 def test_bad_answer_start_names_the_value_and_the_fix(tmp_path, answer_start, error, needles):

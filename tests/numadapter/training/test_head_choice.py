@@ -62,7 +62,8 @@ def test_head_left_out_where_it_forms_no_answer(store, tmp_path):
     config = trainer.model.peft_config[trainer.model.active_adapter]
     assert config.fone_head_in_use is False and ntok.config.fone_head_in_use is False
     said = [m for m in caught if "fone_head_in_use=False" in m]
-    assert said and "forms 0 of the 16 training answers" in said[0] and "fone_head_min_share=0.5" in said[0]
+    assert said and "in 16 of the 16 training examples, counting the numbers of the completions" in said[0]
+    assert "form 0 of 16 answers" in said[0] and "fone_head_min_share=0.5" in said[0]
     assert all(kind != 1 for row in trainer.train_dataset for kind in row[KIND_FIELD])  # no [NUM] to train
     enc = ntok(["Twice 12 plus one is"], return_tensors="pt")
     with torch.no_grad():
@@ -78,7 +79,9 @@ def test_head_left_out_where_it_forms_no_answer(store, tmp_path):
 
 def test_head_used_where_it_forms_the_answers(store, tmp_path):
     trainer, ntok, caught = trainer_for(store, tmp_path, arithmetic(16))
-    assert ntok.config.fone_head_in_use is True and not [m for m in caught if "fone_head_in_use" in m]
+    assert ntok.config.fone_head_in_use is True and not [m for m in caught if "fone_head_in_use=False" in m]
+    said = [m for m in caught if "fone_head_in_use=True" in m]  # the choice is said under default settings too
+    assert said and "form 16 of 16 answers (100%" in said[0] and "Set fone_head_in_use to False" in said[0]
     assert any(kind == 1 for row in trainer.train_dataset for kind in row[KIND_FIELD])  # sums written as [NUM]
 
 
@@ -88,7 +91,7 @@ def test_head_left_out_where_it_forms_under_half_of_the_answers(store, tmp_path)
     data = datasets.concatenate_datasets([arithmetic(5), twice_plus_one(11)])
     trainer, ntok, caught = trainer_for(store, tmp_path, data, steps=1)
     assert ntok.config.fone_head_in_use is False
-    assert [m for m in caught if "forms 5 of the 16 training answers (31%" in m], caught
+    assert [m for m in caught if "form 5 of 16 answers (31%" in m], caught
     trainer, ntok, _ = trainer_for(store, tmp_path, data, steps=1, fone_head_min_share=0.3)
     assert ntok.config.fone_head_in_use is True
 
@@ -159,9 +162,12 @@ def test_pointer_chosen_where_the_numbers_lie_further_back(store, tmp_path):
     """The last 4 numbers form few ledger balances, the last 16 chosen by their keys form all: the trainer turns the
     pointer on, on both configs, builds the head for it, and trains and saves it; reloaded, it is the pointer, and
     merged into one checkpoint (`export_merged`) it writes the same numbers, through `generate` and the number
-    pipeline. Asked for products too (as the suite's arms do), it turns them off: the pointer combines by sums only."""
-    trainer, ntok, caught = trainer_for(store, tmp_path, ledgers(16), steps=2, fone_context_products=True)
+    pipeline. The switch is a warning that says what it chose; products (left at None) go off with it: the pointer
+    combines by sums only."""
+    trainer, ntok, caught = trainer_for(store, tmp_path, ledgers(16), steps=2)
     assert ntok.config.fone_context_products is False
+    said = [m for m in caught if "fone_context_pointer=True" in m]
+    assert said and "choosing each of the last 16 by its own key forms 16 (100%)" in said[0]
     config = trainer.model.peft_config[trainer.model.active_adapter]
     assert config.fone_context_pointer is True and ntok.config.fone_context_pointer is True
     assert config.fone_context_numbers == ntok.config.fone_context_numbers == 16
@@ -202,3 +208,18 @@ def test_pointer_not_chosen_where_it_forms_no_more(store, tmp_path):
     assert trainer.model.base_model.number_modules["default"].head.pointer is None
     trainer, ntok, _ = trainer_for(store, tmp_path, arithmetic(16), steps=1)  # the last 4 form them: kept as is
     assert ntok.config.fone_head_in_use is True and ntok.config.fone_context_pointer is None
+
+
+@pytest.mark.parametrize("explicit", [{"fone_context_products": True}, {"fone_context_numbers": 4}])
+def test_pointer_not_chosen_over_an_explicit_setting(store, tmp_path, explicit):
+    """The user set the count or products: the trainer keeps them (it replaced them before) and says in its warning
+    what the pointer would have formed and how to let it choose."""
+    trainer, ntok, caught = trainer_for(store, tmp_path, ledgers(16), steps=1, **explicit)
+    config = trainer.model.peft_config[trainer.model.active_adapter]
+    ((name, value),) = explicit.items()
+    assert getattr(config, name) == getattr(ntok.config, name) == value
+    assert (
+        config.fone_context_pointer is None and trainer.model.base_model.number_modules["default"].head.pointer is None
+    )
+    said = [m for m in caught if "is not chosen" in m]
+    assert said and f"{name}={value!r} was set" in said[0] and "leave those at None" in said[0]

@@ -3,9 +3,9 @@
 The context head (``fone_head_input="context"``) writes a number as a signed combination of the numbers before it,
 computed on FoNE angles, i.e. modulo 10^int_digits. A sum beyond ``int_digits`` would be written as its wrapped
 digits; generation writes its exact value as text instead and stops that sequence with a warning naming the number,
-the limit and the setting (or raises with ``xval_out_of_range="error"``). A negative combination is kept as written
-(its complement), with a warning. A number left as text because of its range is not a context number; the
-NumberTokenizer warns about it once.
+the limit and the setting (or raises with ``xval_out_of_range="error"``). A negative combination is never written as
+its complement: in full as text (every number a [NUM]), or in the LM's digits (answers mode). A number left as text
+because of its range is not a context number; the NumberTokenizer warns about it once.
 
 The models are the tiny random Llama of `tests/helpers/generation_cases.py`, wired by hand: "=" makes the LM head
 emit [NUM], [NUM] makes it emit eos, and the head's coefficients are fixed to +1 on the two latest numbers (a + b)
@@ -105,15 +105,27 @@ def test_a_sum_with_fraction_places_beyond_int_digits(store):
     assert out.completions == ["1000.49"]
 
 
-def test_a_negative_combination_is_written_as_the_head_wrote_it_with_one_warning_per_call(store):
-    """b - a below zero: a [NUM] holds a magnitude, so there is no right digit string; the head's complement is kept
-    and fed back (the sequence goes on), and the call warns once, naming the number and what the digits read."""
+def test_a_negative_combination_is_written_whole_never_modulo_10_to_int_digits(store):
+    """b - a below zero: a [NUM]'s digits hold it only as its complement modulo 10^6 (999993 for -7), which was
+    written before. Every number a [NUM] (fone_numbers="all"): the negative number is written in full, as text, and
+    stops that sequence with a warning naming it and what the digits read."""
     model, ntok = context_model(store, 6, 0, coefficients=(1, -1))  # b - a
-    with pytest.warns(UserWarning, match=r"negative magnitude \(-7\).*999993") as caught:
+    with pytest.warns(UserWarning, match=r"negative magnitude \(-7\).*999993"):
         out = generate(model, ntok, ["10 - 3 =", "20 - 4 ="], max_new_tokens=3, return_dict=True)
-    assert out.completions == ["999993", "999984"]
-    assert out.stop_reasons == ["eos", "eos"]
-    assert sum("negative magnitude" in str(w.message) for w in caught) == 1
+    assert out.completions == ["-7", "-16"]
+    assert out.numbers == [[ExactNumber.parse("-7")], [ExactNumber.parse("-16")]]
+    assert out.stop_reasons == ["number_out_of_range", "number_out_of_range"]
+
+
+def test_a_negative_combination_in_answers_mode_is_left_to_the_lm(store):
+    """fone_numbers="answers" (the default): the row writes the LM's digit tokens there instead of a [NUM], as where
+    the head forms no number; a positive combination beside it is still the head's."""
+    model, ntok = context_model(store, 6, 0, coefficients=(1, -1), fone_numbers="answers")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = generate(model, ntok, ["10 - 3 =", "3 - 10 ="], max_new_tokens=3, return_dict=True)
+    assert out.token_ids[0][0] != ntok.num_token_id and "999993" not in out.completions[0]
+    assert out.token_ids[1][0] == ntok.num_token_id and out.completions[1].startswith("7")
 
 
 def test_the_read_out_alone_is_never_flagged(store):
