@@ -34,6 +34,8 @@ class Family:
         xval_scale: values divided by this stay within [-5, 5] (xVal's clip).
         max_new_tokens: the most tokens an answer may take (digit arms write one token per digit).
         scoring: ``"exact"`` (exact match of the last number) or ``"error"`` (a regression family: MAE and MAPE).
+        chat: the rows are trained as ``messages`` (the prompt a user turn, the answer the assistant's) and asked
+            through the base's chat template, as a chat fine-tune is.
     """
 
     name: str
@@ -43,6 +45,7 @@ class Family:
     frac_digits: int = 0
     max_new_tokens: int = 12
     scoring: str = "exact"
+    chat: bool = False
 
     @property
     def xval_scale(self) -> float:
@@ -216,13 +219,70 @@ def miles_to_km(rng: random.Random) -> Problem:
     return f"Convert {text(miles)} miles to km:", f" {text(km)}"
 
 
+NAMES = ("Ann", "Ben", "Carla", "Dev", "Eli", "Fatima", "Gus", "Hana")
+ITEMS = ("boxes", "tickets", "books", "shirts", "bags", "plants")
+
+
+def _money(value: Decimal) -> str:
+    """An amount as solutions write it: thousands separators, cents only where there are any."""
+    return f"{value:,.2f}" if value != value.to_integral_value() else f"{int(value):,}"
+
+
+def worked_line(rng: random.Random) -> Problem:
+    """One line of a worked solution up to the number it computes, as public grade-school solutions write them:
+    other numbers earlier in the line, thousands separators, currency, decimals, units, three operands and
+    percentages (``x * 30% =``: a share no sum, product or quotient of the numbers written forms)."""
+    name, items, day = rng.choice(NAMES), rng.choice(ITEMS), rng.randint(2, 28)
+    kind = rng.randrange(8)
+    if kind == 0:  # a price times a count, the price with cents
+        count, price = rng.randint(2, 40), Decimal(rng.randint(100, 9999)) / 100
+        line = f"On day {day}, {name} buys {count} {items} at ${_money(price)} each, so {count} * {_money(price)} ="
+        return line, f" ${_money(count * price)}"
+    if kind == 1:  # two amounts with thousands separators
+        a, b = rng.randrange(1000, 500000, 500), rng.randrange(1000, 500000, 500)
+        return f"In year {rng.randint(2, 9)} the total is {a:,}+{b:,}=", f" ${a + b:,}"
+    if kind == 2:  # three operands
+        a = rng.randint(60, 999)
+        b, c = rng.randint(1, a // 2), rng.randint(1, a // 2)
+        return f"{name} had {a} {items}, gave away {b} and sold {c}: {a}-{b}-{c}=", f" {a - b - c}"
+    if kind == 3:  # a rate: an exact quotient with decimals
+        minutes = rng.choice((20, 25, 40, 50, 60, 80))
+        per = Decimal(rng.randint(1, 40)) / 10
+        total = per * minutes
+        return f"{name} reads {text(total)} pages in {minutes} minutes, so {text(total)}/{minutes} =", f" {text(per)}"
+    if kind == 4:  # units
+        hours = rng.randint(2, 72)
+        return f"The trip takes {hours} hours, in minutes {hours} * 60 =", f" {hours * 60}"
+    if kind == 5:  # a share written as a percentage
+        whole, share = rng.randrange(20, 5000, 20), rng.choice((5, 10, 15, 20, 25, 30, 40, 50, 75))
+        return (
+            f"{name} saves {share}% of ${whole:,}, so {whole:,} * {share}% =",
+            f" ${_money(Decimal(whole * share) / 100)}",
+        )
+    if kind == 6:  # half, written as a fraction times the amount
+        whole = rng.randrange(2, 20000, 2)
+        return f"Half of the {whole} {items} are sold on day {day}: 1/2 * {whole} =", f" {whole // 2}"
+    a, b = rng.randint(10, 5000), rng.randint(10, 5000)  # a sum after other numbers in the line
+    return f"Week {day}: {name} ran {a} m on Monday and {b} m on Friday, in metres {a} + {b} =", f" {a + b}"
+
+
 FAMILIES: dict[str, Family] = {
     f.name: f
     for f in [
         Family("copy", "repeat a 7-12 digit integer", copy_integer, 12, max_new_tokens=16),
         Family("copy_decimal", "repeat a decimal with 1-6 integer and 1-4 fraction digits", copy_decimal, 6, 4),
         Family("sums", "a + b with 3-4 digit operands (the quick start's task)", sums, 5),
+        Family(
+            "sums_chat", "the sums as chat messages: the question a user turn, the sum the reply", sums, 5, chat=True
+        ),
         Family("maxmin", "max(...) or min(...) of 3-6 numbers of 1-6 digits", max_min, 6),
+        Family(
+            "worked_line",
+            "a worked-solution line up to the number it computes ($, separators, decimals, units, 3 operands, %)",
+            worked_line,
+            7,
+            2,
+        ),  # fmt: skip
         Family(
             "ledger",
             "closing balance after 1-5 deposits / withdrawals, among an id, a date and list numbers",

@@ -53,6 +53,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     run.add_argument("--base", default=None, help="model directory (default: numadapter.smollm2_path())")
     run.add_argument("--out", type=Path, default=DEFAULT_OUT)
     run.add_argument("--note", default="")
+    run.add_argument("--answers", action="store_true",
+                     help="record every held-out answer after training: the text, and whether the head wrote its "
+                     "last number (and with which combination) or the LM did in digits")  # fmt: skip
     run.add_argument("--gate-sweep", default=[], type=parse_settings,
                      help="after training, answer the held-out rows again under each ';'-separated setting of the "
                      "generation gates, e.g. 'fone_head_digit_check=0;fone_head_digit_check=2' "
@@ -99,7 +102,8 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             record = run_arm(arm, name, args.steps or STEP_CAP, args.eval_every, len(rows[0]), len(rows[1]),
                              args.batch, args.seed, base, args.out, args.note, None, rows=rows,
                              config=found.arm_config(ARMS[arm].encoding), seconds=args.seconds,
-                             max_new_tokens=found.max_new_tokens, after_training=after)  # fmt: skip
+                             max_new_tokens=found.max_new_tokens, after_training=after,
+                             chat=found.chat)  # fmt: skip
             records.append(record)
     return records
 
@@ -138,6 +142,8 @@ def _after_training(args: argparse.Namespace, facts: Any, unseen: list[dict[str,
     if args.gate_sweep:
         refs = [r["completion"] for r in held]
         steps.append(sweep([r["prompt"] for r in held], refs, max_new_tokens, args.gate_sweep))
+    if getattr(args, "answers", False):
+        steps.append(_answers(held, max_new_tokens))
     if not steps:
         return None
 
@@ -153,5 +159,33 @@ def _facts_scorer(facts: Any, unseen: list[dict[str, str]]) -> Any:
 
     def after(model: Any, ntok: Any) -> dict[str, Any]:
         return facts.score_facts(model, ntok, unseen)
+
+    return after
+
+
+def _answers(held: list[dict[str, str]], max_new_tokens: int) -> Any:
+    """``after(model, ntok)``: every held-out answer (``--answers``): prompt, reference, the completion, and for its
+    last number whether the head wrote it (its combination, most recent number first) or the LM did in digits."""
+
+    def after(model: Any, ntok: Any) -> dict[str, Any]:
+        from numadapter.evaluation import last_number
+        from numadapter.generation import generate
+
+        model.eval()
+        rows = []
+        for start in range(0, len(held), 100):
+            chunk = held[start : start + 100]
+            out = generate(model, ntok, [r["prompt"] for r in chunk], max_new_tokens=max_new_tokens,
+                           return_dict=True)  # fmt: skip
+            for row, text, confidences, combinations in zip(chunk, out.completions, out.confidences,
+                                                            out.combinations):  # fmt: skip
+                wrote, expected = last_number(text), last_number(row["completion"])
+                rows.append({
+                    "prompt": row["prompt"], "reference": row["completion"], "completion": text,
+                    "right": wrote is not None and wrote == expected,
+                    "by_head": bool(confidences) and confidences[-1] is not None,
+                    "combination": list(combinations[-1]) if combinations and combinations[-1] else None,
+                })  # fmt: skip
+        return {"answers": rows}
 
     return after

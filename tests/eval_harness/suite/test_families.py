@@ -83,7 +83,21 @@ def _answer(name: str, prompt: str) -> Decimal:
                                  .value))  # fmt: skip
     if name == "miles_km":
         return (d[0] * Decimal("1.609344")).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+    if name in ("worked_line", "sums_chat"):
+        return _line(prompt) if name == "worked_line" else d[0] + d[1]
     raise AssertionError(f"no check for family {name}")
+
+
+def _line(prompt: str) -> Decimal:
+    """The value of the expression before a worked line's final "=", left to right ("30%" is 30/100)."""
+    written = re.search(r"((?:[\d,.]+%?\s*[-+*/]\s*)+[\d,.]+%?)\s*=$", prompt).group(1)
+    terms = re.findall(r"([-+*/]?)\s*([\d,.]+)(%?)", written)
+    value = Decimal(0)
+    for operator, number, percent in terms:
+        operand = Decimal(number.replace(",", "")) / (100 if percent else 1)
+        value = {"": operand, "+": value + operand, "-": value - operand, "*": value * operand,
+                 "/": value / operand if operator == "/" else 0}[operator]  # fmt: skip
+    return value
 
 
 def test_at_least_twelve_families_cover_the_issue():
