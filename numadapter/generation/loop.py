@@ -37,6 +37,7 @@ from numadapter.generation.prompts import PromptBatch, position_ids
 from numadapter.generation.readout import NumberReader
 from numadapter.generation.sampling import TokenChooser
 from numadapter.generation.stopping import RowTracker
+from numadapter.methods.fone.answer_mode import head_left_out
 from numadapter.numbers import NumberOutOfRangeError
 from numadapter.tuner.forward_hooks import whole_hidden
 from numadapter.tuner.patches import output_module
@@ -135,7 +136,10 @@ class _Session:
         with parts.runtime.step(sides, current) as buffer:
             out = parts.runtime.inner(**kwargs)
             hidden = buffer.hidden
-        return Step(out.logits[:, -1], hidden)
+        logits = out.logits[:, -1]  # (B, V)
+        if parts.marker is not None and head_left_out(parts.runtime.config):  # as the public forward does
+            logits = logits.index_fill(-1, torch.tensor([parts.marker], device=logits.device), float("-inf"))
+        return Step(logits, hidden)
 
 
 class CausalCached(_Session):
