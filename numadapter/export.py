@@ -3,9 +3,12 @@
 An export directory holds
 
 - ``config.json``, ``generation_config.json``, ``model.safetensors`` (or shards): the base model with LoRA merged
-  and the [NUM] / [AGG] rows written into its (resized) input embedding and LM head. This is an ordinary
-  transformers checkpoint: ``AutoModelForCausalLM.from_pretrained(out_dir)`` (``AutoModelForSeq2SeqLM`` for T5)
-  loads it without numadapter and without ``trust_remote_code``;
+  and the [NUM] / [AGG] rows written into its (resized) input embedding and LM head. When the [NUM] / [AGG] token
+  carries values, ``config.json`` has numadapter's ``model_type`` (``"numadapter-llama"``,
+  `numadapter.serving.marking`): transformers without numadapter refuses it, and after ``import numadapter``,
+  ``AutoModelForCausalLM.from_pretrained(out_dir)`` (``AutoModelForSeq2SeqLM`` for T5) returns the `load_exported`
+  model (`numadapter.serving.auto`). Otherwise (digits without [AGG], a FoNE head left out) it is the base's
+  ordinary transformers checkpoint, which transformers serves without numadapter;
 - the tokenizer files (with [NUM] / [AGG] as an added special token) and ``number_tokenizer_config.json``: the
   `NumberTokenizer`;
 - ``number_modules.safetensors``: the number modules of the adapter (FoNE projection and digit head, xVal direction
@@ -13,13 +16,15 @@ An export directory holds
   and of the [NUM] / EOS rows written into the merged weights (checked by `load_exported`; the rows when loaded in
   the exported dtype; the rest of the merged weights is an ordinary transformers checkpoint, not digested);
 - ``number_config.json``: the number settings and token ids (the fields `NumberAdapterConfig` adds to LoRA), the
-  task type, what was merged, the files written and a copy of ``config.json`` (``"model_config"``), against which
-  `load_exported` checks ``config.json`` (`numadapter.export_files.read_model_config`: its ``model_type``; then
-  transformers' loading report: no tensor of the weights may be re-initialised, left random or ignored).
+  task type, what was merged, the files written and a copy of ``config.json`` as written (``"model_config"``),
+  against which `load_exported` checks ``config.json`` (`numadapter.export_files.read_model_config`: its
+  ``model_type``; then transformers' loading report: no tensor of the weights may be re-initialised, left random or
+  ignored).
 
 Safetensors and JSON only: nothing is unpickled on load.
 
-`load_exported` rebuilds the numadapter model from these files: ``from_pretrained`` of the merged model, then
+`load_exported` rebuilds the numadapter model from these files: ``from_pretrained`` of the merged model (with the
+base's config, `numadapter.export_files.base_model_config`), then
 `numadapter.mapping.get_peft_model` with the saved number settings and PEFT's ``"dummy-target-modules"`` (an adapter
 without LoRA layers), so the number modules, the [NUM] rows and the forward / generation hooks are attached by the
 same tuner code as during training (`numadapter.tuner.model.NumberAdapterModel`), not by a second implementation.
@@ -215,6 +220,7 @@ def export_merged(
 
     from numadapter.export_files import check_export_target, file_listing, staged_directory
     from numadapter.integrations.qlora import quantized_weights
+    from numadapter.serving.marking import unreachable_ids, write_config
     from numadapter.tuner.integrity import STAMP, with_digests
 
     tuner, adapter, config = _adapter(model)
@@ -244,6 +250,10 @@ def export_merged(
     plain = work.merge_and_unload(adapter_names=[adapter], drop_numbers=True)  # the number modules are saved above
     plain.to(target)
     plain.config.dtype = target
+    suppressed = unreachable_ids(config)  # [NUM] of a FoNE adapter whose head was left out: never generated
+    if suppressed:
+        already = plain.generation_config.suppress_tokens or []
+        plain.generation_config.suppress_tokens = sorted({*already, *suppressed})
     if STAMP in module_state:  # digests of the number modules and of the rows numadapter wrote, checked on load
         module_state[STAMP] = with_digests({**module_state, **_written_rows(plain, config)}, STAMP)
     with staged_directory(out_dir) as staging:  # replaces out_dir whole once every file is written
@@ -251,8 +261,7 @@ def export_merged(
         number_tokenizer.save_pretrained(staging)
         save_file(module_state, os.path.join(staging, NUMBER_MODULES_NAME), metadata={"format": "pt"})
         info = _export_info(config, target, quantized)
-        with open(os.path.join(staging, "config.json"), encoding="utf-8") as file:
-            info["model_config"] = json.load(file)  # what load_exported compares config.json with
+        info["model_config"] = write_config(staging, config)  # marked for numbers; load_exported compares with it
         info["files"] = file_listing(staging)
         with open(os.path.join(staging, NUMBER_CONFIG_NAME), "w", encoding="utf-8") as file:
             json.dump(info, file, indent=2, sort_keys=True)
@@ -366,6 +375,7 @@ def load_exported(
 
     from numadapter.export_files import (
         REEXPORT,
+        base_model_config,
         check_export_files,
         check_loaded_weights,
         config_changes,
@@ -379,13 +389,15 @@ def load_exported(
     path = os.fspath(path)
     config, info = read_number_config(path)
     check_export_files(path, info)
-    changes = config_changes(read_model_config(path, info), info.get("model_config"))
+    model_config = read_model_config(path, info)
+    changes = config_changes(model_config, info.get("model_config"))
     ntok = NumberTokenizer.from_pretrained(path, config=config)
     auto = AutoModelForSeq2SeqLM if config.task_type == "SEQ_2_SEQ_LM" else AutoModelForCausalLM
     kwargs = {"dtype": resolve_dtype(dtype) or "auto"}
     if device_map is not None:
         kwargs["device_map"] = device_map
     # shape mismatches are reported (and raised as an error naming config.json) instead of raised by transformers
+    kwargs["config"] = base_model_config(model_config)  # the base's config: config.json may be marked for numadapter
     base, loading = auto.from_pretrained(path, output_loading_info=True, ignore_mismatched_sizes=True, **kwargs)
     check_loaded_weights(path, loading, changes)
     if changes:

@@ -15,9 +15,10 @@
 `check_export_files` runs in `numadapter.export.load_exported` before anything is loaded: every listed file must be
 present, each JSON file must parse, each safetensors file must be whole (its header's data offsets must match the
 file size), and weight files the export did not write are refused. ``config.json`` is checked against the copy the
-export recorded (`read_model_config`: a JSON object, a ``model_type`` transformers knows and the one exported) and,
-once transformers has loaded the weights, against them (`check_loaded_weights`: no tensor re-initialised for another
-shape, left random or ignored). Errors name the file, the problem and the fix.
+export recorded (`read_model_config`: a JSON object, a ``model_type`` transformers knows, or numadapter's marking of
+one, and the one exported) and, once transformers has loaded the weights, against them (`check_loaded_weights`: no
+tensor re-initialised for another shape, left random or ignored). The base model is loaded with the config inside a
+marked file (`base_model_config`). Errors name the file, the problem and the fix.
 """
 
 from __future__ import annotations
@@ -206,6 +207,8 @@ def read_model_config(path: str, info: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(config, dict):
         kind = type(config).__name__
         raise ValueError(f"{file} holds a JSON {kind}, not a model config (a JSON object): {_RESTORE}.")
+    from numadapter.serving.marking import base_model_type
+
     recorded = info.get("model_config")
     exported = recorded.get("model_type") if isinstance(recorded, dict) else None
     wrote = f" (the export wrote {exported!r})" if exported else ""
@@ -214,7 +217,7 @@ def read_model_config(path: str, info: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(
             f"{file} has no `model_type` field, which transformers needs to pick the model class{wrote}: {_RESTORE}."
         )
-    if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING:
+    if not isinstance(model_type, str) or base_model_type(model_type) not in CONFIG_MAPPING:
         raise ValueError(
             f"{file} has model_type={model_type!r}, which transformers {transformers.__version__} does not "
             f"know{wrote}: {_RESTORE}."
@@ -222,9 +225,20 @@ def read_model_config(path: str, info: dict[str, Any]) -> dict[str, Any]:
     if exported and model_type != exported:
         raise ValueError(
             f"{file} has model_type={model_type!r}, but the export wrote {exported!r} (the weights are those of a "
-            f"{exported!r} model and would give wrong outputs in another architecture): {_RESTORE}."
+            f"{base_model_type(exported)!r} model and would give wrong outputs in another architecture): {_RESTORE}."
         )
     return config
+
+
+def base_model_config(config: dict[str, Any]) -> Any:
+    """The transformers config of the base model an export's ``config.json`` (`read_model_config`) describes: the
+    file itself, or, when it is marked for numadapter (`numadapter.serving.marking`), the base's config inside it."""
+    from transformers import CONFIG_MAPPING
+
+    from numadapter.serving.marking import base_config
+
+    base = base_config(config)
+    return CONFIG_MAPPING[base["model_type"]].from_dict(base)
 
 
 def config_changes(config: dict[str, Any], recorded: Any) -> list[str]:

@@ -27,6 +27,7 @@ from numadapter.export import (
     load_exported,
     read_number_config,
 )
+from numadapter.export_files import base_model_config
 from numadapter.generation import generate
 
 TIED = {("llama", "fone"), ("granite", "xval"), ("t5", "fone"), ("t5", "digits")}
@@ -124,7 +125,11 @@ def test_plain_auto_model_loads_the_merged_weights(store, tmp_path, case):
     out = tmp_path / "merged"
     export_merged(model, ntok, out)
     auto = AutoModelForSeq2SeqLM if case.family == "t5" else AutoModelForCausalLM
-    plain = auto.from_pretrained(out).eval()
+    written = json.load(open(out / "config.json"))
+    assert written["model_type"] == f"numadapter-{case.family}"  # a number export: plain transformers refuses it
+    # the weights are the base's own checkpoint under the base's config (numadapter.serving.marking)
+    plain = auto.from_pretrained(out, config=base_model_config(written)).eval()
+    assert type(plain).__name__ == written["numadapter"]["base_architectures"][0]
     tokenizer = AutoTokenizer.from_pretrained(out)
     assert config.num_token in tokenizer.get_added_vocab()
     assert plain.get_input_embeddings().weight.shape[0] == config.resized_vocab_size

@@ -219,11 +219,13 @@ def bigger(field: str, by: int = 1):
 
 CONFIG_EDITS = {
     "model-type-gpt2": (edit_config(lambda c: c.update(model_type="gpt2")),
-                        r"config.json has model_type='gpt2', but the export wrote 'llama' \(the weights are those"),
+                        r"config.json has model_type='gpt2', but the export wrote 'numadapter-llama' \(the weights "
+                        r"are those of a 'llama' model"),
     "model-type-mistral": (edit_config(lambda c: c.update(model_type="mistral")),
-                           r"model_type='mistral', but the export wrote 'llama'"),
+                           r"model_type='mistral', but the export wrote 'numadapter-llama'"),
     "model-type-unknown": (edit_config(lambda c: c.update(model_type="llama9")),
-                           r"model_type='llama9', which transformers .* does not know \(the export wrote 'llama'\)"),
+                           r"model_type='llama9', which transformers .* does not know \(the export wrote "
+                           r"'numadapter-llama'\)"),
     "no-model-type": (edit_config(lambda c: c.pop("model_type")), r"has no `model_type` field"),
     "not-an-object": (edit_config(lambda c: [c]), r"config.json holds a JSON list, not a model config"),
     "hidden-size": (bigger("hidden_size", 64),
