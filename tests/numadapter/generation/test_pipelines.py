@@ -3,8 +3,8 @@
 ``pipeline("number-text-generation", model=..., tokenizer=ntok)`` (`numadapter.generation.pipeline`) is
 transformers' text-generation pipeline with the number tensors carried from ``ntok(prompt, return_tensors="pt")``
 through transformers' batching into ``model.generate`` and on to ``ntok.decode``; the expected texts come from
-`numadapter.generate`. transformers' own ``pipeline("text-generation")`` passes ids without numbers: refused, naming
-the number-aware pipeline.
+`numadapter.generate`. transformers' own text-generation pipeline passes ids without numbers: refused, naming the
+number-aware pipeline, which ``pipeline("text-generation")`` builds for a numadapter model once numadapter is imported.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 import torch
 from helpers.adapter_cases import Store
 from helpers.generation_cases import PROMPTS, build, copy_latest_number, encourage_numbers
-from transformers import pipeline
+from transformers import TextGenerationPipeline, pipeline
 
 from numadapter.generation import generate
 from numadapter.generation.pipeline import NumberTextGenerationPipeline
@@ -127,10 +127,19 @@ def test_batched_pipeline_with_identical_completion_ids_renders_each_rows_number
 
 def test_transformers_text_generation_pipeline_is_refused_naming_the_number_pipeline(llama):
     """transformers' own pipeline passes ids and mask only (after re-padding them when batching): the prompt's
-    numbers cannot travel, so model.generate refuses, naming the fix; the number pipeline needs a number model."""
+    numbers cannot travel, so model.generate refuses, naming the fix; the number pipeline needs a number model.
+    ``pipeline("text-generation")`` itself builds the number pipeline for a numadapter model (with its
+    NumberTokenizer, or the plain tokenizer wrapped in one) and transformers' own for any other model."""
     model, ntok = llama
-    pipe = pipeline("text-generation", model=model, tokenizer=ntok, do_sample=False)
-    assert not isinstance(pipe, NumberTextGenerationPipeline)
+    ref = generate(model, ntok, PROMPT_LIST[:2], max_new_tokens=2, return_dict=True)
+    for tokenizer in (ntok, ntok.tokenizer):
+        pipe = pipeline("text-generation", model=model, tokenizer=tokenizer, do_sample=False)
+        assert isinstance(pipe, NumberTextGenerationPipeline)
+        assert [o[0]["generated_text"] for o in pipe(PROMPT_LIST[:2], max_new_tokens=2)] == ref.texts
+    plain = pipeline("text-generation", model=model.get_base_model(), tokenizer=ntok.tokenizer)
+    assert type(plain) is TextGenerationPipeline
+    pipe = pipeline("text-generation", model=model, tokenizer=ntok, do_sample=False,
+                    pipeline_class=TextGenerationPipeline)  # fmt: skip
     for size in (1, 2):
         with pytest.raises(ValueError, match=r"no number tensors.*pipeline\('number-text-generation'"):
             pipe(PROMPT_LIST[:2], max_new_tokens=2, batch_size=size)
