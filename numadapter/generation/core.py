@@ -194,7 +194,7 @@ def digit_numbers_of(parts: AdapterParts, tokenizer: Any, rows: int) -> DigitNum
     config = parts.runtime.config
     if not answers_mode(config) or parts.runtime.modules is None or parts.num_token_id is None:
         return None
-    if tokenizer is None or not hasattr(tokenizer, "_number_row"):
+    if tokenizer is None or not hasattr(tokenizer, "_context_row"):
         raise ValueError(
             "This adapter has fone_numbers='answers': the numbers it writes in digits are context numbers, read from "
             "the generated text, so generation needs its NumberTokenizer: use numadapter.generate(model, ntok, ...), "
@@ -205,4 +205,4 @@ def digit_numbers_of(parts: AdapterParts, tokenizer: Any, rows: int) -> DigitNum
         return tokenizer.decode(ids, number_texts=[], skip_special_tokens=True)
 
     text_sign = config.sign_policy == "text"
-    return DigitNumbers(rows, decode, tokenizer._number_row, text_sign, parts.num_token_id)
+    return DigitNumbers(rows, decode, tokenizer._context_row, text_sign, parts.num_token_id)

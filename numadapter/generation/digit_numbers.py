@@ -37,8 +37,9 @@ class DigitNumbers:
     Args:
         rows: B, the rows of the batch.
         decode: ``decode(ids) -> str`` the base tokenizer's text of some generated ids (special tokens skipped).
-        number_row: ``number_row(span, surface) -> (place digits, sign, value) | None | False`` as
-            `NumberTokenizer._number_row` gives it (None / False: not a number the tokenizer would mark).
+        number_row: ``number_row(span, surface, after) -> (place digits, sign, value) | None | False`` as
+            `NumberTokenizer._context_row` gives it for a number in digits followed by the text `after` (None /
+            False: not a number the tokenizer would mark).
         text_sign: ``sign_policy == "text"`` (the sign stays text, the number is its magnitude).
         num_token_id: the [NUM] id (its tokens are the head's numbers, recorded by the loop already).
     """
@@ -114,7 +115,7 @@ class DigitNumbers:
                     break  # not known to be complete yet ("5,00" may become "5,000"): later numbers neither
                 self.done[row] = span.end
                 start = span.start + (len(span.sign_text) if self.text_sign and span.sign_text else 0)
-                number = self.number_row(span, text[start : span.end])
+                number = self.number_row(span, text[start : span.end], text[span.end : span.end + 1])
                 if number:
                     digits, sign, _ = number
                     new.append((tuple(digits), int(sign)))

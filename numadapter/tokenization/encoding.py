@@ -193,6 +193,21 @@ class NumberEncoding:
         self._cache[surface] = row
         return row
 
+    def _context_row(self, span: NumberSpan, surface: str, after: str) -> tuple[tuple[int, ...], int, float] | None:
+        """The side row of a number the context head reads in digits (``number_kind`` 2): `_number_row`'s, except
+        that a share written with a percent sign (`after`, the text right after the number, starts with "%") is
+        its value over 100 ("30%" -> 0.3) where that fits the places, so that ``x * 30%`` is a product the head
+        forms. None / False as `_number_row` gives them."""
+        row = self._number_row(span, surface)
+        if not row or not after.startswith("%"):
+            return row
+        cfg = self.config
+        share = ExactNumber.from_place_digits(row[0], cfg.int_digits, cfg.frac_digits, row[1]).to_decimal() / 100
+        exact = ExactNumber.parse(share)
+        if not exact.fits(cfg.int_digits, cfg.frac_digits):
+            return row
+        return tuple(exact.place_digits(cfg.int_digits, cfg.frac_digits)), exact.sign, exact.to_float()
+
     def _out_of_range(self, index: int, text: str, start: int, end: int, span: NumberSpan) -> None:
         cfg = self.config
         exact = span.exact if start == span.start else ExactNumber(1, span.exact.int_digits, span.exact.frac_digits)
@@ -339,7 +354,7 @@ class NumberEncoding:
         Walks the in-range numbers in text order; one whose span starts in one of the `answers` ranges (None: the
         text has no answer) becomes the marker when a signed combination (at least one term) of the fixed-point values
         of the last ``fone_context_numbers`` numbers before it forms its value (`formable`); every number, marker
-        or digits, is context for the numbers after it.
+        or digits, is context for the numbers after it (one in digits with its `_context_row`: "30%" is 0.3).
 
         Returns:
             The text with the markers, and every in-range number as a `PlacedNumber` (kind 1: a marker, 2: left in
@@ -354,18 +369,21 @@ class NumberEncoding:
         for span, start, surface, row in self._rows_of(index, text, left):
             value = fixed_point(row[0], row[1])
             context = values[::-1][:count]  # the last K, most recent first
-            values.append(value)
-            number = EncodedNumber(surface, *row)
             if in_answers(span.start, answers) and self._formable(context, value):
+                values.append(value)
                 first = written + span.start - pos  # the sign that stays text, or the marker itself
                 written += start - pos
                 parts += [text[pos:start], marker]
-                placed.append(PlacedNumber(number, MARKER_KIND, first, written))
+                placed.append(PlacedNumber(EncodedNumber(surface, *row), MARKER_KIND, first, written))
                 written += len(marker)
                 pos = span.end
-            else:
+            else:  # in digits: context, a share its value over 100
+                row = self._context_row(span, surface, text[span.end : span.end + 1]) or row
+                values.append(fixed_point(row[0], row[1]))
                 shift = written - pos  # offset of text[pos:] in the result
-                placed.append(PlacedNumber(number, CONTEXT_KIND, span.start + shift, span.end - 1 + shift))
+                placed.append(
+                    PlacedNumber(EncodedNumber(surface, *row), CONTEXT_KIND, span.start + shift, span.end - 1 + shift)
+                )
         parts.append(text[pos:])
         return "".join(parts), placed
 

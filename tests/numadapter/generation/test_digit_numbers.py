@@ -8,8 +8,9 @@ from numadapter.numbers import ExactNumber
 NUM = 99  # the [NUM] id of the fake vocabulary: every other id is one character
 
 
-def _row(span, surface: str):
-    """`NumberTokenizer._number_row` for int_digits=4, frac_digits=1: None beyond the range."""
+def _row(span, surface: str, after: str = ""):
+    """`NumberTokenizer._context_row` for int_digits=4, frac_digits=1 (no shares: `after` unread): None beyond the
+    range."""
     exact = span.exact if surface == span.text else ExactNumber(1, span.exact.int_digits, span.exact.frac_digits)
     if not exact.fits(4, 1):
         return None

@@ -309,3 +309,22 @@ def test_random_texts_round_trip_and_rows_sit_on_their_numbers(tmp_path_factory,
             assert next(answers) == span.text[len(span.sign_text) if sign_policy == "text" else 0 :]
         else:
             assert span.text.endswith(token_text(ntok, enc["input_ids"][t]))
+
+
+def test_a_share_in_digits_is_its_value_over_100_as_context(tmp_path):
+    """ "x * 30%": the head's context reads 30% as 0.3, so the product is formable (before: 30, so x * 30% was x * 30,
+    off by 100 times); a share the places cannot hold keeps its written value; an answer keeps its written value."""
+    ntok = make("digits", tmp_path, int_digits=6, frac_digits=2, fone_digit_answers=0.0, fone_context_products=True)
+    text = "Save 30% of 3,620: 3,620 * 30% = 1086"
+    enc = ntok(text, answer_start=text.index("= ") + 2)
+    assert enc["number_texts"] == ["1086"]  # formed: 3620 * 0.3
+    rows = [v for v, m in zip(enc["num_values"], enc["num_mask"]) if m == 2]
+    assert rows == pytest.approx([0.3, 3620.0, 3620.0, 0.3])
+    assert ntok.decode(enc["input_ids"], number_texts=enc["number_texts"]) == text  # the text is untouched
+    narrow = make("digits", tmp_path, int_digits=6, frac_digits=0)
+    assert [v for v, m in zip(narrow("30% of 5")["num_values"], narrow("30% of 5")["num_mask"]) if m == 2] == [
+        30.0,
+        5.0,
+    ]
+    as_share = ntok("Half is", answer_start=None)  # no share: nothing changes
+    assert as_share["number_texts"] == []
