@@ -24,7 +24,6 @@ from numadapter.data.head_coverage import (
     answers_mode,
     head_coverage,
     head_share,
-    sample_rows,
     warn_uncovered,
 )
 from numadapter.data.prepare import detect_format
@@ -119,7 +118,7 @@ def choose_head(
     _refuse_unsampled(dataset)
     least = float(config.fone_head_min_share)
     count = context_count(config)
-    read = len(sample_rows(len(dataset), SAMPLE_ROWS))
+    read = min(len(dataset), SAMPLE_ROWS)  # what `sample_rows` draws
     source = f"{read} of the {len(dataset)} training examples" + (
         " (drawn at random across the data set, seed 0)" if read < len(dataset) else ""
     )
