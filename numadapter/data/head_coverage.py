@@ -11,6 +11,9 @@ on SmolLM2-135M); on a x1000 unit conversion, which no combination forms, it los
 - `fixed_point`, `formable`, `answers_mode`: what ``fone_numbers="answers"`` uses (`NumberTokenizer` writes an
   answer as [NUM] only when `formable`): a number's fixed-point integer, whether a combination with at least one
   term forms a target, and whether a config writes only such answers as [NUM].
+- `head_share`, `count_answers`: over a sample of raw training data, how many answers the tokenizer writes as [NUM]
+  in answers mode, and how many answers there are (where they are written as equations, each equation's result:
+  `numadapter.tokenization.equations`), with those the config's number places cannot hold.
 - `head_coverage`: over a prepared data set (`numadapter.data.prepare_dataset` rows), how many completion numbers
   a combination of the K numbers before them forms, with a few that none does.
 - `warn_uncovered`: the warning `NumberSFTTrainer` gives when the head cannot form a large share of the answers.
@@ -22,7 +25,7 @@ import copy
 import itertools
 import random
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,10 +34,12 @@ from numadapter.methods.fone.wrapping import place_integer
 from numadapter.schema import KIND_FIELD, LABEL_PREFIX, MARKER_KIND, POSITIONS_FIELD
 
 __all__ = [
-    "POINTER_SETTINGS", "Coverage", "answers_mode", "combination_of", "fixed_point", "formable", "head_coverage",
-    "head_share", "sample_rows", "warn_uncovered",
+    "POINTER_SETTINGS", "Answers", "Coverage", "answers_mode", "combination_of", "count_answers", "fixed_point",
+    "formable", "head_coverage", "head_share", "sample_rows", "warn_uncovered",
 ]  # fmt: skip
 
+# the places answers are counted at (`count_answers`): every number a text is likely to write
+WIDE_PLACES = (40, 20)
 # the share of answers the head may fail to form before the trainer warns
 UNCOVERED_WARNING_SHARE = 0.1
 # contexts longer than this are searched by halves (`_combination_by_halves`), shorter ones term by term
@@ -177,10 +182,12 @@ def sample_rows(size: int, sample: int = 2000, seed: int = 0) -> list[int]:
 
 
 def head_share(
-    dataset: Any, ntok: Any, prepare: Any, sample: int = 2000, settings: dict[str, Any] | None = None, seed: int = 0
-) -> tuple[int, int]:
+    dataset: Any, ntok: Any, prepare: Any, sample: int = 2000, settings: dict[str, Any] | None = None, seed: int = 0,
+    answers: int | None = None,
+) -> tuple[int, int]:  # fmt: skip
     """``(formed, answers)``: of the answers (completion numbers, a conversation's assistant-turn numbers when the
-    prepared rows mark those turns, or every number of a text without either) in `sample_rows` of the raw
+    prepared rows mark those turns, or every number of a text without either; where those are written as
+    equations, only the numbers right after "=", `numadapter.tokenization.equations`) in `sample_rows` of the raw
     `dataset`, how many the tokenizer writes as [NUM] in answers mode when no answer is kept in digits on purpose
     (``fone_digit_answers=0``, the head in use), under its own rules (sums, products and quotients with
     ``fone_context_products``, copies only with ``fone_head_copies``).
@@ -192,21 +199,70 @@ def head_share(
         sample: the most examples to look at, drawn across the data set (`sample_rows`).
         settings: config fields to measure under instead of the tokenizer's (e.g. the pointer head's).
         seed: the draw's seed.
+        answers: the sample's `count_answers` where the caller has it already (it is not counted again).
     """
+    rows = dataset.select(sample_rows(len(dataset), sample, seed))
+    formed = sum(1 for _ in _trained_markers(prepare(rows, _measuring(ntok, settings))))
+    if answers is None:
+        answers = count_answers(dataset, ntok, prepare, sample, seed).answers
+    return formed, answers
+
+
+@dataclass
+class Answers:
+    """The answers of a sample of a data set (`count_answers`), at any number of places.
+
+    Attributes:
+        answers: how many (each equation's result where the answers are written as equations).
+        beyond: those that need more places than the config's ``int_digits`` / ``frac_digits``: they stay text, and
+            the head neither reads nor writes them.
+        int_digits, frac_digits: the places that hold every one of them.
+    """
+
+    answers: int
+    beyond: int
+    int_digits: int
+    frac_digits: int
+
+
+def count_answers(dataset: Any, ntok: Any, prepare: Any, sample: int = 2000, seed: int = 0) -> Answers:
+    """The answers of `sample_rows` of the raw `dataset` as `head_share` counts them, each a [NUM] whether the
+    head forms it or not, at `WIDE_PLACES` so that a number the config's places cannot hold is counted too
+    (`Answers`). Arguments as `head_share`'s."""
+    measuring = _measuring(ntok, {"int_digits": WIDE_PLACES[0], "frac_digits": WIDE_PLACES[1], "out_of_range": "text"})
+    measuring._every_answer = True  # every answer a [NUM], formed or not
+    measuring._cache = {}  # the rows cached at the config's places do not hold at these
+    rows = dataset.select(sample_rows(len(dataset), sample, seed))
+    config, answers, beyond, ints, fracs = ntok.config, 0, 0, 1, 0
+    for digits in _trained_markers(prepare(rows, measuring)):
+        whole, part = digits[: WIDE_PLACES[0]], digits[WIDE_PLACES[0] :]
+        need_int = len(whole) - next((i for i, d in enumerate(whole) if d), len(whole) - 1)
+        need_frac = next((len(part) - i for i, d in enumerate(reversed(part)) if d), 0)
+        answers += 1
+        beyond += need_int > config.int_digits or need_frac > config.frac_digits
+        ints, fracs = max(ints, need_int), max(fracs, need_frac)
+    return Answers(answers, beyond, ints, fracs)
+
+
+def _measuring(ntok: Any, settings: dict[str, Any] | None) -> Any:
+    """A copy of `ntok` on a copy of its config with no answer kept in digits on purpose, the head in use and
+    `settings` over it."""
     measuring = copy.copy(ntok)
     measuring.config = copy.copy(ntok.config)
     measuring.config.fone_digit_answers = 0.0
     measuring.config.fone_head_in_use = True
     for name, value in (settings or {}).items():
         setattr(measuring.config, name, value)
-    formed = answers = 0
-    for row in prepare(dataset.select(sample_rows(len(dataset), sample, seed)), measuring):
+    return measuring
+
+
+def _trained_markers(prepared: Any) -> Iterator[list[int]]:
+    """The place digits of each [NUM] in the trained part of prepared rows (every token of a row without a mask)."""
+    for row in prepared:
         trained = row.get("completion_mask")
-        for position, kind in zip(row[POSITIONS_FIELD], row[KIND_FIELD]):
-            if trained is None or trained[position]:
-                answers += 1
-                formed += kind == MARKER_KIND
-    return formed, answers
+        for position, kind, digits in zip(row[POSITIONS_FIELD], row[KIND_FIELD], row["number_digits"]):
+            if kind == MARKER_KIND and (trained is None or trained[position]):
+                yield digits
 
 
 def warn_uncovered(coverage: Coverage, count: int, frac_digits: int) -> None:

@@ -40,6 +40,7 @@ from numadapter.methods.fone.pair_ops import pair_formable
 from numadapter.numbers import ExactNumber, NumberOutOfRangeError, NumberSpan, find_numbers
 from numadapter.schema import CONTEXT_KIND, MARKER_KIND, EncodedNumber
 from numadapter.schema import SIDE_FIELDS as SIDE_KEYS
+from numadapter.tokenization.equations import EquationAnswers
 
 ASCII_DIGITS = "0123456789"
 _CACHE_LIMIT = 200_000
@@ -139,11 +140,6 @@ def _answer_ranges(index: int, start: Any, text: str) -> AnswerRanges:
                 "for none."
             )
     return tuple((int(a), int(b)) for a, b in ranges)
-
-
-def in_answers(offset: int, ranges: AnswerRanges) -> bool:
-    """Whether a number starting at character `offset` is an answer under `ranges` (`check_answer_start`)."""
-    return ranges is not None and any(first <= offset < stop for first, stop in ranges)
 
 
 def _is_int(value: Any) -> bool:
@@ -338,6 +334,8 @@ class NumberEncoding:
         term, or with ``fone_context_products`` a product / exact quotient of two of them (its magnitude); with
         ``fone_head_copies=False`` not a value that repeats a context number (the LM copies it in digits)."""
         cfg = self.config
+        if self.__dict__.get("_every_answer"):  # `numadapter.data.head_share` counting the answers
+            return True
         if getattr(cfg, "fone_head_in_use", None) is False:  # the trainer left the head out: every answer in digits
             return False
         if not getattr(cfg, "fone_head_copies", True) and value in context:
@@ -352,9 +350,11 @@ class NumberEncoding:
         """``fone_numbers="answers"``: [NUM] only for the answers the context head can form, the rest stays text.
 
         Walks the in-range numbers in text order; one whose span starts in one of the `answers` ranges (None: the
-        text has no answer) becomes the marker when a signed combination (at least one term) of the fixed-point values
-        of the last ``fone_context_numbers`` numbers before it forms its value (`formable`); every number, marker
-        or digits, is context for the numbers after it (one in digits with its `_context_row`: "30%" is 0.3).
+        text has no answer), and is an equation's result where that range is written as equations
+        (`numadapter.tokenization.equations`: only the number after "=" in a worked solution), becomes the marker
+        when a signed combination (at least one term) of the fixed-point values of the last ``fone_context_numbers``
+        numbers before it forms its value (`formable`); every number, marker or digits, is context for the numbers
+        after it (one in digits with its `_context_row`: "30%" is 0.3).
 
         Returns:
             The text with the markers, and every in-range number as a `PlacedNumber` (kind 1: a marker, 2: left in
@@ -365,11 +365,12 @@ class NumberEncoding:
         parts: list[str] = []
         placed: list[PlacedNumber] = []
         values: list[int] = []  # fixed-point values of the numbers so far, in text order
+        is_answer = EquationAnswers(text, answers)
         pos = written = 0  # consumed characters of `text`; characters of the result written to `parts`
         for span, start, surface, row in self._rows_of(index, text, left):
             value = fixed_point(row[0], row[1])
             context = values[::-1][:count]  # the last K, most recent first
-            if in_answers(span.start, answers) and self._formable(context, value):
+            if is_answer(span.start, span.end) and self._formable(context, value):
                 values.append(value)
                 first = written + span.start - pos  # the sign that stays text, or the marker itself
                 written += start - pos

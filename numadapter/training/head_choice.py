@@ -5,10 +5,12 @@ difference, product or quotient of the numbers before it; not a copy) becomes [N
 answers (unit conversions, numbers in words, max / min, a regression) the head has nothing to learn, yet the [NUM]
 token still takes part in every softmax and the takeover in generation. `choose_head` measures the share of the
 answers the head forms on up to `SAMPLE_ROWS` training examples drawn across the data set
-(`numadapter.data.head_coverage.head_share`); below ``fone_head_min_share`` it sets ``fone_head_in_use=False`` on the
-trainer's copy of the adapter config (`own_decision`), shared with the tokenizer: the tokenizer then writes no [NUM],
-the model's [NUM] logit is -inf (`numadapter.tuner.model`), and training and generation are those of LoRA on digits.
-Every decision is a warning that says what was read, what was counted, what was chosen and how to undo it.
+(`numadapter.data.head_coverage.head_share`; in answers written as equations, such as whole worked solutions, each
+equation's result, not its operands or the numbers restated in prose); below ``fone_head_min_share`` it sets
+``fone_head_in_use=False`` on the trainer's copy of the adapter config (`own_decision`), shared with the tokenizer:
+the tokenizer then writes no [NUM], the model's [NUM] logit is -inf (`numadapter.tuner.model`), and training and
+generation are those of LoRA on digits. Every decision is a warning that says what was read, what was counted (and
+how many answers the number places cannot hold), what was chosen and how to undo it.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from typing import Any
 from numadapter.data.checks import first_example
 from numadapter.data.head_coverage import (
     POINTER_SETTINGS,
+    Answers,
     answers_mode,
+    count_answers,
     head_coverage,
     head_share,
     warn_uncovered,
@@ -45,6 +49,11 @@ COUNTED = {
         "prompt/completion or messages data to count only the answers)"
     ),
 }
+# what is counted in answers written as equations (`numadapter.tokenization.equations`)
+IN_EQUATIONS = (
+    "; where those hold an '=', only each equation's result (the number right after '='; operands and restated "
+    "numbers are context, in digits)"
+)
 
 
 def own_decision(model: Any, ntok: Any) -> None:
@@ -122,15 +131,17 @@ def choose_head(
     source = f"{read} of the {len(dataset)} training examples" + (
         " (drawn at random across the data set, seed 0)" if read < len(dataset) else ""
     )
-    counted = COUNTED.get(detect_format(first_example(dataset), text_field), COUNTED["text"])
-    formed, answers = head_share(dataset, ntok, prepare, SAMPLE_ROWS)
+    counted = COUNTED.get(detect_format(first_example(dataset), text_field), COUNTED["text"]) + IN_EQUATIONS
+    tally = count_answers(dataset, ntok, prepare, SAMPLE_ROWS)
+    formed, answers = head_share(dataset, ntok, prepare, SAMPLE_ROWS, answers=tally.answers)
     share = formed / answers if answers else 0.0
     in_use = bool(answers) and share >= least
     measured = f"in {source}, counting {counted}, the last {count} numbers form {formed} of {answers} answers "
     measured += f"({share:.0%}; sums, differences, products, quotients of the numbers before them)"
+    measured += _beyond_places(tally, config)
     chosen, held = "", ""
     if not in_use and answers and rebuild is not None and config.fone_context_pointer is None:
-        reached, _ = head_share(dataset, ntok, prepare, SAMPLE_ROWS, settings=POINTER_SETTINGS)
+        reached, _ = head_share(dataset, ntok, prepare, SAMPLE_ROWS, settings=POINTER_SETTINGS, answers=answers)
         if reached / answers >= least:
             explicit = {n: getattr(config, n) for n in ("fone_context_numbers", "fone_context_products")}
             explicit = {n: v for n, v in explicit.items() if v is not None}
@@ -166,6 +177,22 @@ def choose_head(
             stacklevel=3,
         )
     return in_use
+
+
+def _beyond_places(counted: Answers, config: Any) -> str:
+    """What the choice's warning says about answers the config's number places cannot hold (nothing if none)."""
+    if not counted.beyond:
+        return ""
+    wider = []
+    if counted.int_digits > config.int_digits:
+        wider.append(f"int_digits={counted.int_digits}")
+    if counted.frac_digits > config.frac_digits:
+        wider.append(f"frac_digits={counted.frac_digits}")
+    return (
+        f"; {counted.beyond} of the answers need more places than int_digits={config.int_digits}, "
+        f"frac_digits={config.frac_digits} (the places are chosen on the NumberAdapterConfig; the head neither reads "
+        f"nor writes those numbers, they stay text): {', '.join(wider)} holds every answer read"
+    )
 
 
 def check_head_coverage(dataset: Any, config: Any) -> None:

@@ -92,6 +92,59 @@ def test_a_text_column_says_what_it_counts(store, tmp_path):
     )
 
 
+def pens(n: int, equations: bool, seed: int = 0) -> datasets.Dataset:
+    """Whole worked solutions: operands and numbers restated in prose, the computed ones each an equation's result
+    (`equations`), or the same solution told in prose without an equation."""
+    rng, rows = random.Random(seed), []
+    while len(rows) < n:
+        a, b, c = rng.randint(2, 30), rng.randint(2, 30), rng.randint(1, 99)
+        if c >= a * b or len({a, b, c, a * b, a * b - c}) < 5:
+            continue
+        prompt = f"Question: {a} boxes of {b} pens, and she gives away {c}. How many are left?\nAnswer:"
+        if equations:
+            steps = (
+                f" She has {a} boxes of {b} pens.\n{a} * {b} = {a * b} pens.\nShe keeps {a * b} - {c} = {a * b - c}."
+            )
+        else:
+            steps = f" She has {a} boxes of {b} pens, {a * b} pens in all, and keeps {a * b - c} of them."
+        rows.append({"prompt": prompt, "completion": f"{steps}\n#### {a * b - c}"})
+    return datasets.Dataset.from_list(rows)
+
+
+def test_whole_solutions_keep_the_head_counting_each_equations_result(store, tmp_path):
+    """Every completion number counted (operands, restated numbers): 2 of 9 formable, the head left out; each
+    equation's result counted: every one formable, the head kept, and only the results are [NUM]s."""
+    trainer, said = decide(store, tmp_path, pens(16, equations=True))
+    assert in_use(trainer) is True
+    assert "only each equation's result" in said[0] and "form 32 of 32 answers (100%" in said[0]
+    markers = [sum(k == MARKER_KIND for k in row[KIND_FIELD]) for row in trainer.train_dataset]
+    assert set(markers) == {0, 2}  # both results, or none in a text fone_digit_answers keeps in digits
+    text = datasets.Dataset.from_list([{"text": r["prompt"] + r["completion"]} for r in pens(16, equations=True)])
+    trainer, said = decide(store, tmp_path, text)  # as one text column: the question's numbers are no results either
+    assert in_use(trainer) is True and "form 32 of 32 answers" in said[0]
+
+
+def test_the_same_solutions_in_prose_leave_the_head_out(store, tmp_path):
+    trainer, said = decide(store, tmp_path, pens(16, equations=False))
+    assert in_use(trainer) is False and "form 32 of 80 answers (40%" in said[0]  # a, b, a*b, a*b-c, the copy
+    formed = sum(k == MARKER_KIND for row in trainer.train_dataset for k in row[KIND_FIELD])
+    assert formed == 0 and "fone_head_in_use=False" in said[0]
+
+
+def test_answers_beyond_the_places_are_counted_and_named(store, tmp_path):
+    """Products of 5 digits with int_digits=4: each one an answer the head cannot write (it stays text), counted
+    as such, and the warning names the places that would hold them."""
+    rng = random.Random(0)
+    seats = [(rng.randint(120, 300), rng.randint(90, 99)) for _ in range(16)]
+    data = datasets.Dataset.from_list(
+        [{"prompt": f"{a} rows of {b} seats.", "completion": f" {a} * {b} = {a * b} seats."} for a, b in seats]
+    )
+    trainer, said = decide(store, tmp_path, data)
+    assert in_use(trainer) is False and "form 0 of 16 answers (0%" in said[0]
+    assert "16 of the answers need more places than int_digits=4, frac_digits=0" in said[0]
+    assert "int_digits=5 holds every answer read" in said[0]
+
+
 def test_a_second_chat_turn_writes_only_the_assistants_numbers_as_num(store):
     """The user's 7 in the second turn is 12 - 5 of the numbers before it: context all the same, never a [NUM]."""
     _, ntok = model_and_tokenizer(store, NumberAdapterConfig(encoding="fone", fone_digit_answers=0.0, **SETTINGS))
