@@ -43,6 +43,11 @@ divmod                   ``317 divided by 12: quotient =`` / ``remainder =``    
 words                    ``Write in digits: four thousand two hundred six.``               6 / 0      exact
 expression               ``Compute (12 + 7) * 3 - 5:`` -> `` 52``                          6 / 0      exact
 expression_scratchpad    the same, `` 12 + 7 = 19, 19 * 3 = 57, 57 - 5 = 52. Answer: 52`` 6 / 0      exact
+worked_solution          ``Question: A tent costs $1,248. It is on sale for 25% off. ...   9 / 2      exact,
+                         Answer:`` -> `` The discount is 25% * $1,248 = $312. ...                     equations
+                         #### 936``: a whole GSM8K-style solution of 2-4 step lines
+                         ($ and cents, separators, %, 100M+, rates, hours * 60, 3
+                         operands, numbers restated in prose)
 miles_km                 ``Convert 37.5 miles to km:`` -> `` 60.35`` (x 1.609344, 2 dp)    4 / 2      MAE, MAPE
 facts                    ``The number of minutes in an hour is`` -> `` 60``                6 / 3      exact
 =======================  ==============================================================  ==========  ======
@@ -54,5 +59,8 @@ the facts it did not train on: all of them after a task family, the held-out hal
 and each ``fact_answers`` in every record; records before round 6 scored the held-out half only).
 
 Scoring: the last number of the generated answer against the reference's (`numadapter.evaluation.answer_metrics`):
-exact match and MAE; every point also has MAPE (`eval_harness.metrics.mape`), the regression family's score.
+exact match and MAE; every point also has MAPE (`eval_harness.metrics.mape`), the regression family's score. A family
+of whole worked solutions (``equations=True``: ``worked_solution``) is also scored after training on the equations
+its held-out answers write (`eval_harness.suite.equations`): ``equations_share``, the share of the ``expression =
+number`` steps that are right, since a right last number can follow wrong steps; the record keeps every answer.
 """

@@ -36,6 +36,9 @@ class Family:
         scoring: ``"exact"`` (exact match of the last number) or ``"error"`` (a regression family: MAE and MAPE).
         chat: the rows are trained as ``messages`` (the prompt a user turn, the answer the assistant's) and asked
             through the base's chat template, as a chat fine-tune is.
+        equations: the answers are whole worked solutions: after training the run also scores the share of the
+            equations they write that are right (`eval_harness.suite.equations`), since a right last number can
+            follow wrong steps.
     """
 
     name: str
@@ -46,6 +49,7 @@ class Family:
     max_new_tokens: int = 12
     scoring: str = "exact"
     chat: bool = False
+    equations: bool = False
 
     @property
     def xval_scale(self) -> float:
@@ -266,6 +270,198 @@ def worked_line(rng: random.Random) -> Problem:
     return f"Week {day}: {name} ran {a} m on Monday and {b} m on Friday, in metres {a} + {b} =", f" {a + b}"
 
 
+_PAIRS = "Ann:She Ben:He Carla:She Dev:He Eli:He Fatima:She Gus:He Hana:She Ivan:He Julia:She Kofi:He Lena:She"
+PEOPLE = [tuple(pair.split(":")) for pair in _PAIRS.split()]  # (name, pronoun)
+GOODS = ("notebooks", "pens", "mugs", "towels", "candles", "plates", "socks", "batteries", "lamps", "baskets")
+Solution = tuple[str, list[str], Decimal]  # the question, the step lines, the final answer
+
+
+def _cents(rng: random.Random, low: int, high: int) -> Decimal:
+    """An amount in [low, high] cents, as dollars (``1250`` -> 12.5)."""
+    return Decimal(rng.randint(low, high)) / 100
+
+
+def _shopping(rng: random.Random) -> Solution:
+    """Prices with cents, a total and the change from a round bill."""
+    (name, pronoun), (first, second) = rng.choice(PEOPLE), rng.sample(GOODS, 2)
+    a, price = rng.randint(2, 12), _cents(rng, 50, 4999)
+    steps = [f"The {first} cost {a} * ${_money(price)} = ${_money(a * price)}."]
+    question = f"{name} buys {a} {first} at ${_money(price)} each"
+    total = a * price
+    paid = f"${_money(total)}"  # what the change is taken from: the total, or both costs (three operands)
+    if rng.random() < 0.6:
+        b, other = rng.randint(2, 12), _cents(rng, 50, 4999)
+        question += f" and {b} {second} at ${_money(other)} each"
+        steps.append(f"The {second} cost {b} * ${_money(other)} = ${_money(b * other)}.")
+        if rng.random() < 0.5:
+            paid = f"${_money(total)} - ${_money(b * other)}"
+        else:
+            steps.append(f"Together they cost {paid} + ${_money(b * other)} = ${_money(total + b * other)}.")
+            paid = f"${_money(total + b * other)}"
+        total += b * other
+    round_to = rng.choice((20, 50, 100))
+    bill = (total // round_to + 1) * round_to
+    question += f". {pronoun} pays with ${_money(bill)}. How much change does {name} get?"
+    steps.append(f"{name} gets ${_money(bill)} - {paid} = ${_money(bill - total)} in change.")
+    return question, steps, bill - total
+
+
+def _population(rng: random.Random) -> Solution:
+    """Hundreds of millions: growth, people leaving, then equal regions or a percentage."""
+    place = rng.choice(("A country", "A large region", "A federation", "An island nation"))
+    year = rng.randint(1980, 2015)
+    start = rng.randrange(100_000_000, 800_000_000, 10_000)
+    born, left = rng.randrange(1_000_000, 30_000_000, 10_000), rng.randrange(100_000, 9_000_000, 10_000)
+    now = start + born - left
+    question = (f"{place} had {start:,} people in {year}. Over the next {rng.choice((5, 10, 20))} years "
+                f"{born:,} babies were born there and {left:,} people moved away.")  # fmt: skip
+    if rng.random() < 0.5:
+        steps = [f"The population is now {start:,} + {born:,} - {left:,} = {now:,}."]
+    else:
+        steps = [f"After the births it grew to {start:,} + {born:,} = {start + born:,}.",
+                 f"After people moved away it was {start + born:,} - {left:,} = {now:,}."]  # fmt: skip
+    if rng.random() < 0.5:
+        regions = rng.choice((2, 4, 5, 8, 10, 16))
+        question += f" The people now live in {regions} regions of equal size. How many people live in each region?"
+        steps.append(f"Each region has {now:,} / {regions} = {now // regions:,} people.")
+        return question, steps, Decimal(now // regions)
+    share = rng.randint(3, 45)
+    question += f" Now {share}% of the people are under 15. How many people are under 15?"
+    young = now * share // 100  # exact: `now` is a multiple of 100
+    steps.append(f"The number under 15 is {share}% * {now:,} = {young:,}.")
+    return question, steps, Decimal(young)
+
+
+def _discount(rng: random.Random) -> Solution:
+    """A percentage off a price with thousands separators, then a fee with cents."""
+    (name, _), thing = rng.choice(PEOPLE), rng.choice(("laptop", "bike", "sofa", "TV", "fridge", "camera", "tent"))
+    price, share = rng.randint(40, 9999), rng.choice((5, 10, 15, 20, 25, 30, 35, 40, 50, 60, 75))
+    off = Decimal(price * share) / 100
+    question = f"A {thing} costs ${price:,}. It is on sale for {share}% off."
+    steps = [f"The discount is {share}% * ${price:,} = ${_money(off)}.",
+             f"The sale price is ${price:,} - ${_money(off)} = ${_money(price - off)}."]  # fmt: skip
+    answer = price - off
+    if rng.random() < 0.7:
+        fee = _cents(rng, 199, 9999)
+        question += f" {name} also pays ${_money(fee)} for delivery. How much does {name} pay in all?"
+        steps.append(f"With delivery {name} pays ${_money(answer)} + ${_money(fee)} = ${_money(answer + fee)}.")
+        return question, steps, answer + fee
+    return question + f" How much does {name} pay for the {thing}?", steps, answer
+
+
+def _speed(rng: random.Random) -> Solution:
+    """A rate as an exact quotient, minutes to hours, and a distance with decimals."""
+    (name, _), (verb, unit) = rng.choice(PEOPLE), rng.choice((("drives", "miles"), ("drives", "km"),
+                                                                ("cycles", "km"), ("sails", "miles")))  # fmt: skip
+    half = rng.random() < 0.3
+    speed = Decimal(rng.randint(8, 90)) + (Decimal("0.5") if half else 0)
+    hours = rng.randint(2, 9)
+    minutes = rng.randrange(6 if half else 3, 181, 6 if half else 3)
+    part = Decimal(minutes) / 60
+    question = (f"{name} {verb} {text(speed * hours)} {unit} in {hours} hours at a steady speed. How far does "
+                f"{name} go in {minutes} minutes at that speed?")  # fmt: skip
+    steps = [
+        f"{name}'s speed is {text(speed * hours)} / {hours} = {text(speed)} {unit} per hour.",
+        f"{minutes} minutes is {minutes} / 60 = {text(part)} hours.",
+        f"In {minutes} minutes {name} goes {text(speed)} * {text(part)} = {text(speed * part)} {unit}.",
+    ]
+    return question, steps, speed * part
+
+
+def _factory(rng: random.Random) -> Solution:
+    """Hours to minutes and a daily output over days, step by step or as one three-operand product."""
+    rate, hours, days, goods = rng.randint(2, 40), rng.randint(2, 16), rng.randint(2, 30), rng.choice(GOODS)
+    question = (f"A machine makes {rate} {goods} per minute. It runs {hours} hours a day for {days} days. How "
+                f"many {goods} does it make?")  # fmt: skip
+    total = hours * 60 * days * rate
+    if rng.random() < 0.5:
+        steps = [f"In {days} days it runs {hours} * 60 * {days} = {hours * 60 * days:,} minutes.",
+                 f"It makes {hours * 60 * days:,} * {rate} = {total:,} {goods}."]  # fmt: skip
+    else:
+        steps = [f"Each day it runs {hours} * 60 = {hours * 60} minutes.",
+                 f"Each day it makes {hours * 60} * {rate} = {hours * 60 * rate:,} {goods}.",
+                 f"In {days} days it makes {hours * 60 * rate:,} * {days} = {total:,} {goods}."]  # fmt: skip
+    return question, steps, Decimal(total)
+
+
+def _leftover(rng: random.Random) -> Solution:
+    """What is left after giving some away and using some, the count restated in prose."""
+    (name, pronoun), fruit = rng.choice(PEOPLE), rng.choice(("apples", "lemons", "pears", "plums", "peaches"))
+    start = rng.randint(60, 999)
+    given, sold = rng.randint(1, start // 4), rng.randint(1, start // 4)
+    kept = start - given - sold
+    pies, each = rng.randint(2, 9), rng.randint(2, 12)
+    pies = min(pies, kept // each)
+    question = (f"{name} picked {start} {fruit}. {pronoun} gave {given} to a friend and sold {sold} at the market. "
+                f"Then {pronoun.lower()} baked {pies} pies with {each} {fruit} each. How many {fruit} does {name} "
+                f"have left?")  # fmt: skip
+    if rng.random() < 0.5:
+        steps = [f"After the friend and the market {name} had {start} - {given} - {sold} = {kept} {fruit}."]
+    else:
+        steps = [f"{name} gave and sold {given} + {sold} = {given + sold} {fruit}.",
+                 f"{pronoun} had {start} - {given + sold} = {kept} {fruit} left."]  # fmt: skip
+    steps += [f"{pronoun} had {kept} {fruit} before baking." if rng.random() < 0.5 else "",
+              f"The pies used {pies} * {each} = {pies * each} {fruit}.",
+              f"{name} has {kept} - {pies * each} = {kept - pies * each} {fruit} left."]  # fmt: skip
+    if rng.random() < 0.5:
+        steps.append(f"So {pronoun.lower()} has {kept - pies * each} {fruit} left.")
+    return question, [step for step in steps if step], Decimal(kept - pies * each)
+
+
+def _wages(rng: random.Random) -> Solution:
+    """An hourly wage with cents, weeks of pay with separators, then a tax percentage."""
+    (name, _), job = rng.choice(PEOPLE), rng.choice(("a cafe", "a library", "a garage", "a shop", "a farm", "a gym"))
+    wage, hours, weeks = Decimal(rng.randint(40, 200)) / 4, rng.randrange(8, 49, 4), rng.randint(2, 52)
+    pay = wage * hours * weeks  # whole dollars: the wage is in quarters and the hours a multiple of 4
+    question = f"{name} works at {job} for ${_money(wage)} an hour, {hours} hours a week."
+    taxed = rng.random() < 0.6
+    if taxed and rng.random() < 0.5:  # the pay as one three-operand product
+        steps = [f"In {weeks} weeks {name} earns {weeks} * {hours} * ${_money(wage)} = ${_money(pay)}."]
+    else:
+        steps = [f"Each week {name} earns {hours} * ${_money(wage)} = ${_money(wage * hours)}.",
+                 f"In {weeks} weeks that is {weeks} * ${_money(wage * hours)} = ${_money(pay)}."]  # fmt: skip
+    if not taxed:
+        return question + f" How much does {name} earn in {weeks} weeks?", steps, pay
+    tax = rng.randint(5, 30)
+    question += f" {tax}% of the pay goes to taxes. How much does {name} keep after {weeks} weeks?"
+    taxes = pay * tax / 100
+    steps += [f"The taxes are {tax}% * ${_money(pay)} = ${_money(taxes)}.",
+              f"{name} keeps ${_money(pay)} - ${_money(taxes)} = ${_money(pay - taxes)}."]  # fmt: skip
+    return question, steps, pay - taxes
+
+
+def _trip(rng: random.Random) -> Solution:
+    """A cost shared equally: people counted (two or three groups), an exact quotient with cents."""
+    students, teachers = rng.randint(10, 60), rng.randint(1, 6)
+    parents = rng.randint(1, 9) if rng.random() < 0.5 else 0
+    people = students + teachers + parents
+    each = _cents(rng, 500, 9999)
+    place = rng.choice(("the zoo", "a museum", "the coast", "a science fair", "a farm", "the mountains"))
+    who = f"{students} students, {teachers} teachers and {parents} parents" if parents else \
+        f"{students} students and {teachers} teachers"  # fmt: skip
+    count = f"{students} + {teachers} + {parents}" if parents else f"{students} + {teachers}"
+    question = f"A trip to {place} for {who} costs ${_money(each * people)} in all. Everyone pays the same share."
+    steps = [f"There are {count} = {people} people.",
+             f"Each person pays ${_money(each * people)} / {people} = ${_money(each)}."]  # fmt: skip
+    if rng.random() < 0.5:
+        steps.append(f"The students pay {students} * ${_money(each)} = ${_money(students * each)} together.")
+        return question + " How much do the students pay together?", steps, students * each
+    return question + " How much does each person pay?", steps, each
+
+
+SOLUTIONS = (_shopping, _population, _discount, _speed, _factory, _leftover, _wages, _trip)
+
+
+def worked_solution(rng: random.Random) -> Problem:
+    """A whole grade-school worked solution as public ones are written (GSM8K's format without its calculator
+    notes): ``Question: ...\\nAnswer:`` -> the step lines, each ending in the number its equation computes from the
+    operands written before ``=``, then ``#### <answer>``. Currency with cents, separators, percentages (a share
+    times an amount), hundreds of millions, exact decimal quotients, hours * 60, three-operand equations and numbers
+    restated in prose."""
+    question, steps, answer = rng.choice(SOLUTIONS)(rng)
+    return f"Question: {question}\nAnswer:", " " + "\n".join(steps) + f"\n#### {text(answer)}"
+
+
 FAMILIES: dict[str, Family] = {
     f.name: f
     for f in [
@@ -303,6 +499,15 @@ FAMILIES: dict[str, Family] = {
             expression_scratchpad,
             6,
             max_new_tokens=64,
+        ),
+        Family(
+            "worked_solution",
+            "a whole GSM8K-style worked solution ($, %, separators, 100M+, rates, 3 operands), then #### answer",
+            worked_solution,
+            9,
+            2,
+            max_new_tokens=180,  # the longest of 20,000 references is 139 SmolLM2 tokens (digits one token each)
+            equations=True,
         ),
         Family(
             "miles_km",

@@ -16,7 +16,8 @@ the suite, what each family asks and how it is scored: `eval_harness/suite/__ini
 of the answer equals the reference's. MAE: mean absolute error of those numbers; MAPE: mean absolute percentage error
 (the score of the regression family `miles_km`). Facts retained: the share of held-out base-known facts the trained
 adapter still answers (`eval_harness.suite.facts`). Steps and seconds: optimizer steps and training seconds (scoring
-excluded) the arm got within its budget.
+excluded) the arm got within its budget. Equations right (families of whole worked solutions): the share of the
+equations the held-out answers write that are right (`eval_harness.suite.equations`).
 """
 
 
@@ -24,7 +25,8 @@ def _number(value: Any, pattern: str) -> str:
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, pattern)
 
 
-def _row(r: dict[str, Any]) -> str:
+def _row(r: dict[str, Any], equations: bool = False) -> str:
+    """One arm's table row; with `equations` an "equations right" cell after the curve."""
     final = r["final"]
     curve = " / ".join(f"{p['exact_match']:.0%}" for p in r["curve"])
     budget = f"{r['seconds_budget']:g} s" if r.get("seconds_budget") else f"{r['steps']} steps"
@@ -32,7 +34,15 @@ def _row(r: dict[str, Any]) -> str:
         f"| {r['arm']} | {final['exact_match']:.1%} | {_number(final['mae'], '.3g')} | "
         f"{_number(final.get('mape'), '.2f')} | {_number(r.get('facts_retained'), '.0%')} | "
         f"{r.get('steps_done', final['step'])} | {final['seconds']:.0f} | {budget} | {curve} |"
+        + (f" {_equations(r)} |" if equations else "")
     )
+
+
+def _equations(r: dict[str, Any]) -> str:
+    """``"93% (186 / 200)"``: the share of the answers' equations that are right, or ``-`` without a score."""
+    if "equations_share" not in r:
+        return "-"
+    return f"{r['equations_share']:.0%} ({r['equations_right']} / {r['equations_written']})"
 
 
 def load(out: Path) -> list[dict[str, Any]]:
@@ -52,10 +62,12 @@ def report(out: Path) -> str:
         by_error = name in FAMILIES and FAMILIES[name].scoring == "error"
         rows.sort(key=lambda r: (r["final"].get("mape") or math.inf) if by_error else -r["final"]["exact_match"])
         description = FAMILIES[name].description if name in FAMILIES else ""
+        equations = any("equations_share" in r for r in rows)
         lines += [f"## {name}", "", description + (" (ranked by MAPE)" if by_error else ""), "",
-                  "| arm | exact match | MAE | MAPE % | facts retained | steps | training s | budget | curve |",
-                  "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
-        lines += [_row(r) for r in rows] + [""]
+                  "| arm | exact match | MAE | MAPE % | facts retained | steps | training s | budget | curve |"
+                  + (" equations right |" if equations else ""),
+                  "|---|---|---|---|---|---|---|---|---|" + ("---|" if equations else "")]  # fmt: skip
+        lines += [_row(r, equations) for r in rows] + [""]
     text = "\n".join(lines)
     out.mkdir(parents=True, exist_ok=True)
     (out / "README.md").write_text(text)

@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             rows = family_rows(name, args.n_train, args.n_eval, args.seed)
         unseen = held_facts if found.draw is None else facts_train + held_facts  # facts the arm does not train on
         for arm in args.arms:
-            after = _after_training(args, facts, unseen, rows[1], found.max_new_tokens)
+            after = _after_training(args, facts, unseen, rows[1], found.max_new_tokens, equations=found.equations)
             record = run_arm(arm, name, args.steps or STEP_CAP, args.eval_every, len(rows[0]), len(rows[1]),
                              args.batch, args.seed, base, args.out, args.note, None, rows=rows,
                              config=found.arm_config(ARMS[arm].encoding), seconds=args.seconds,
@@ -132,8 +132,9 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _after_training(args: argparse.Namespace, facts: Any, unseen: list[dict[str, str]], held: list[dict[str, str]],
-                    max_new_tokens: int) -> Any:  # fmt: skip
-    """What runs on each trained adapter: the facts (``--retention``) and the gate sweep, if asked."""
+                    max_new_tokens: int, equations: bool = False) -> Any:  # fmt: skip
+    """What runs on each trained adapter: the facts (``--retention``) and the gate sweep, if asked; the held-out
+    answers with ``--answers`` or for a family scored on its equations (`equations`), generated once for both."""
     from eval_harness.suite.gates import sweep
 
     steps = []
@@ -142,8 +143,8 @@ def _after_training(args: argparse.Namespace, facts: Any, unseen: list[dict[str,
     if args.gate_sweep:
         refs = [r["completion"] for r in held]
         steps.append(sweep([r["prompt"] for r in held], refs, max_new_tokens, args.gate_sweep))
-    if getattr(args, "answers", False):
-        steps.append(_answers(held, max_new_tokens))
+    if getattr(args, "answers", False) or equations:
+        steps.append(_answers(held, max_new_tokens, equations))
     if not steps:
         return None
 
@@ -163,11 +164,16 @@ def _facts_scorer(facts: Any, unseen: list[dict[str, str]]) -> Any:
     return after
 
 
-def _answers(held: list[dict[str, str]], max_new_tokens: int) -> Any:
+def _answers(held: list[dict[str, str]], max_new_tokens: int, equations: bool = False) -> Any:
     """``after(model, ntok)``: every held-out answer (``--answers``): prompt, reference, the completion, and for its
-    last number whether the head wrote it (its combination, most recent number first) or the LM did in digits."""
+    last number whether the head wrote it (its combination, most recent number first) or the LM did in digits.
+
+    With `equations` (a family of worked solutions), also the `eval_harness.suite.equations.equation_score` of the
+    completions (``equations_written``, ``equations_right``, ``equations_share``, ``equations_per_text``) and each
+    answer's own counts: a right last number can follow wrong steps."""
 
     def after(model: Any, ntok: Any) -> dict[str, Any]:
+        from eval_harness.suite.equations import equation_score, equations_in
         from numadapter.evaluation import last_number
         from numadapter.generation import generate
 
@@ -186,6 +192,11 @@ def _answers(held: list[dict[str, str]], max_new_tokens: int) -> Any:
                     "by_head": bool(confidences) and confidences[-1] is not None,
                     "combination": list(combinations[-1]) if combinations and combinations[-1] else None,
                 })  # fmt: skip
-        return {"answers": rows}
+                if equations:
+                    written = equations_in(text)
+                    rows[-1].update(equations_written=len(written), equations_right=sum(e.right for e in written))
+        if not equations:
+            return {"answers": rows}
+        return {**equation_score(r["completion"] for r in rows), "answers": rows}
 
     return after

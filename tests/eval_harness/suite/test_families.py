@@ -85,7 +85,45 @@ def _answer(name: str, prompt: str) -> Decimal:
         return (d[0] * Decimal("1.609344")).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
     if name in ("worked_line", "sums_chat"):
         return _line(prompt) if name == "worked_line" else d[0] + d[1]
+    if name == "worked_solution":
+        return _solution(prompt)
     raise AssertionError(f"no check for family {name}")
+
+
+def _solution(prompt: str) -> Decimal:
+    """A worked_solution question solved from its own numbers (its steps are checked in test_worked_solution.py)."""
+    question = prompt.removeprefix("Question: ").removesuffix("\nAnswer:")
+    money = r"\$([\d,]+(?:\.\d\d)?)"
+    found = {
+        "shop": rf"buys (\d+) \w+ at {money} each(?: and (\d+) \w+ at {money} each)?\. \w+ pays with {money}\.",
+        "people": r"had ([\d,]+) people in \d+\. Over the next \d+ years ([\d,]+) babies .* and ([\d,]+) people",
+        "sale": rf"costs {money}\. It is on sale for (\d+)% off\.(?: \w+ also pays {money} for delivery)?",
+        "speed": r"\w+ \w+ ([\d.]+) \w+ in (\d+) hours at a steady speed\. .* in (\d+) minutes",
+        "machine": r"makes (\d+) \w+ per minute\. It runs (\d+) hours a day for (\d+) days\.",
+        "fruit": r"picked (\d+) \w+\. \w+ gave (\d+) to a friend and sold (\d+) .* baked (\d+) pies with (\d+)",
+        "wage": rf"for {money} an hour, (\d+) hours a week\.(?: (\d+)% of the pay goes to taxes\.)? .* (\d+) weeks\?",
+        "trip": rf"for (\d+) students(?:, | and )(\d+) teachers(?: and (\d+) parents)? costs {money} in all",
+    }
+    kind, match = next((k, m) for k, pattern in found.items() if (m := re.search(pattern, question)))
+    v = [Decimal(x.replace(",", "")) if x else Decimal(0) for x in match.groups()]
+    if kind == "shop":
+        return v[4] - v[0] * v[1] - v[2] * v[3]
+    if kind == "people":
+        now = v[0] + v[1] - v[2]
+        regions = re.search(r"live in (\d+) regions", question)
+        return now / int(regions.group(1)) if regions else now * int(re.search(r"Now (\d+)%", question)[1]) / 100
+    if kind == "sale":
+        return v[0] * (100 - v[1]) / 100 + v[2]
+    if kind == "speed":
+        return v[0] / v[1] * v[2] / 60
+    if kind == "machine":
+        return v[0] * v[1] * 60 * v[2]
+    if kind == "fruit":
+        return v[0] - v[1] - v[2] - v[3] * v[4]
+    if kind == "wage":
+        return v[0] * v[1] * v[3] * (100 - v[2]) / 100
+    each = v[3] / (v[0] + v[1] + v[2])
+    return each * v[0] if "students pay together" in question else each
 
 
 def _line(prompt: str) -> Decimal:
