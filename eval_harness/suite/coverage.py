@@ -49,7 +49,9 @@ def write_coverage(base: str, out: Path, n: int = 200) -> dict[str, dict[str, An
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(base)
-    result = {name: family_coverage(name, tokenizer, n) for name, found in FAMILIES.items() if found.draw is not None}
+    result = {
+        name: family_coverage(name, tokenizer, n) for name, found in FAMILIES.items() if found.draw or found.load
+    }
     out.mkdir(parents=True, exist_ok=True)
     (out / "coverage.json").write_text(json.dumps(result, indent=1))
     return result

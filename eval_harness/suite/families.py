@@ -14,10 +14,12 @@ lies within xVal's clip of 5), which `Family.arm_config` hands to the arms.
 from __future__ import annotations
 
 import ast
+import json
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
+from pathlib import Path
 
 Problem = tuple[str, str]
 
@@ -36,6 +38,8 @@ class Family:
         scoring: ``"exact"`` (exact match of the last number) or ``"error"`` (a regression family: MAE and MAPE).
         chat: the rows are trained as ``messages`` (the prompt a user turn, the answer the assistant's) and asked
             through the base's chat template, as a chat fine-tune is.
+        load: ``load(n_train, n_eval, seed) -> (train rows, held-out rows)`` for a family of shipped public rows
+            instead of a generator (`draw` None).
         equations: the answers are whole worked solutions: after training the run also scores the share of the
             equations they write that are right (`eval_harness.suite.equations`), since a right last number can
             follow wrong steps.
@@ -50,6 +54,7 @@ class Family:
     scoring: str = "exact"
     chat: bool = False
     equations: bool = False
+    load: Callable[[int, int, int], tuple[list[dict[str, str]], list[dict[str, str]]]] | None = None
 
     @property
     def xval_scale(self) -> float:
@@ -462,6 +467,28 @@ def worked_solution(rng: random.Random) -> Problem:
     return f"Question: {question}\nAnswer:", " " + "\n".join(steps) + f"\n#### {text(answer)}"
 
 
+DATA = Path(__file__).parent / "data"
+
+
+def gsm8k_rows(n_train: int, n_eval: int, seed: int) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+    """Public worked solutions (`DATA/gsm8k`, MIT): up to `n_train` of the 2,000 shipped train rows, in an order
+    shuffled by `seed`, and the first `n_eval` of the 150 shipped test rows (a disjoint split of the source; more
+    asked than shipped: all of them, and a printed note), each
+    ``{"prompt": "Question: ...\\nAnswer:", "completion": " <the solution>\\n#### <answer>"}``."""
+
+    def read(split: str) -> list[dict[str, str]]:
+        lines = (DATA / "gsm8k" / f"{split}.jsonl").read_text(encoding="utf-8").splitlines()
+        rows = [json.loads(line) for line in lines if line.strip()]
+        return [{"prompt": f"Question: {r['question']}\nAnswer:", "completion": f" {r['answer']}"} for r in rows]
+
+    train, held = read("train"), read("test")
+    if n_train > len(train) or n_eval > len(held):
+        print(f"family 'gsm8k' ships {len(train)} train and {len(held)} held-out rows: using "
+              f"{min(n_train, len(train))} / {min(n_eval, len(held))} of the {n_train} / {n_eval} asked")  # fmt: skip
+    random.Random(seed).shuffle(train)
+    return train[:n_train], held[:n_eval]
+
+
 FAMILIES: dict[str, Family] = {
     f.name: f
     for f in [
@@ -518,6 +545,16 @@ FAMILIES: dict[str, Family] = {
             scoring="error",
         ),
         Family(
+            "gsm8k",
+            "public grade-school word problems with whole worked solutions (GSM8K, MIT; data/gsm8k)",
+            None,
+            8,
+            2,
+            max_new_tokens=256,
+            equations=True,
+            load=gsm8k_rows,
+        ),
+        Family(
             "facts",
             "facts and constants the base answers right before training (eval_harness.suite.facts)",
             None,
@@ -558,6 +595,8 @@ def family_rows(name: str, n_train: int, n_eval: int, seed: int) -> tuple[list[d
     train prompts skipped; each row's answer is computed from its own prompt's numbers.
     """
     found = family(name)
+    if found.load is not None:
+        return found.load(n_train, n_eval, seed)
     if found.draw is None:
         raise ValueError(f"family {name!r} has no generator: its rows come from eval_harness.suite.facts.")
     if n_train < 0 or n_eval < 0:

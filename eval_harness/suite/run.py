@@ -92,11 +92,12 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     records = []
     for name in args.families:
         found = family(name)
-        if found.draw is None:
+        is_facts = found.draw is None and found.load is None
+        if is_facts:
             rows = facts_train, held_facts
         else:
             rows = family_rows(name, args.n_train, args.n_eval, args.seed)
-        unseen = held_facts if found.draw is None else facts_train + held_facts  # facts the arm does not train on
+        unseen = held_facts if is_facts else facts_train + held_facts  # facts the arm does not train on
         for arm in args.arms:
             after = _after_training(args, facts, unseen, rows[1], found.max_new_tokens, equations=found.equations)
             record = run_arm(arm, name, args.steps or STEP_CAP, args.eval_every, len(rows[0]), len(rows[1]),
