@@ -52,6 +52,8 @@ gsm8k                    public GSM8K problems and their worked solutions as pub
                          (calculator notes removed; 2,000 train / 150 held-out rows                   equations
                          shipped in ``data/gsm8k``, MIT; ``--n-train`` / ``--n-eval``
                          at most those)
+gsm8k_line               a line of those solutions up to its result, the question and the   8 / 2      exact
+                         lines before it the prompt (issue 36's public lines)
 miles_km                 ``Convert 37.5 miles to km:`` -> `` 60.35`` (x 1.609344, 2 dp)    4 / 2      MAE, MAPE
 facts                    ``The number of minutes in an hour is`` -> `` 60``                6 / 3      exact
 =======================  ==============================================================  ==========  ======
@@ -64,7 +66,8 @@ and each ``fact_answers`` in every record; records before round 6 scored the hel
 
 Scoring: the last number of the generated answer against the reference's (`numadapter.evaluation.answer_metrics`):
 exact match and MAE; every point also has MAPE (`eval_harness.metrics.mape`), the regression family's score. A family
-of whole worked solutions (``equations=True``: ``worked_solution``, ``gsm8k``) is also scored after training on the equations
-its held-out answers write (`eval_harness.suite.equations`): ``equations_share``, the share of the ``expression =
-number`` steps that are right, since a right last number can follow wrong steps; the record keeps every answer.
+of whole worked solutions (``equations=True``: ``worked_solution``, ``gsm8k``) is also scored after training on the
+equations its held-out answers write (`eval_harness.suite.equations`): ``equations_share``, the share of the
+``expression = number`` steps that are right, since a right last number can follow wrong steps; the record keeps
+every answer.
 """

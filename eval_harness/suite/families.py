@@ -489,6 +489,29 @@ def gsm8k_rows(n_train: int, n_eval: int, seed: int) -> tuple[list[dict[str, str
     return train[:n_train], held[:n_eval]
 
 
+def gsm8k_line_rows(n_train: int, n_eval: int, seed: int) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+    """Public worked-solution lines: the shipped GSM8K solutions cut at each equation's result (the number right
+    after "=", `numadapter.tokenization.equations.is_result`): the question and the solution up to that "=" are the
+    prompt, the result as written (its currency sign included) the completion. Train: one line drawn (by `seed`)
+    from each train solution, in `gsm8k_rows`' order; held out: every line of the test solutions, in order."""
+    from numadapter.numbers import find_numbers
+    from numadapter.tokenization.equations import is_result
+
+    def lines(row: dict[str, str]) -> list[dict[str, str]]:
+        text, cut = row["prompt"] + row["completion"], []
+        for span in find_numbers(text):
+            if span.start >= len(row["prompt"]) and is_result(text, span.start, span.end):
+                equals = text.rindex("=", 0, span.start) + 1
+                cut.append({"prompt": text[:equals], "completion": text[equals : span.end]})
+        return cut
+
+    train, held = gsm8k_rows(2000, 150, seed)
+    rng = random.Random(seed)
+    train_lines = [rng.choice(found) for found in map(lines, train) if found]
+    held_lines = [line for row in held for line in lines(row)]
+    return train_lines[:n_train], held_lines[:n_eval]
+
+
 FAMILIES: dict[str, Family] = {
     f.name: f
     for f in [
@@ -553,6 +576,14 @@ FAMILIES: dict[str, Family] = {
             max_new_tokens=256,
             equations=True,
             load=gsm8k_rows,
+        ),
+        Family(
+            "gsm8k_line",
+            "a line of a public GSM8K solution up to the number it computes (the question and the lines before it)",
+            None,
+            8,
+            2,
+            load=gsm8k_line_rows,
         ),
         Family(
             "facts",

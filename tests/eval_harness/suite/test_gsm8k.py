@@ -47,3 +47,15 @@ def test_asking_for_more_rows_than_shipped_gives_them_all_and_says_so(capsys):
 def test_the_family_fits_the_library_default_places_and_scores_equations():
     found = FAMILIES["gsm8k"]
     assert (found.int_digits, found.frac_digits) == (8, 2) and found.equations and found.draw is None
+
+
+def test_lines_end_at_an_equations_result_and_complete_it():
+    train, held = family_rows("gsm8k_line", 2000, 200, 0)
+    assert len(held) == 200 and len(train) > 1900  # one line from each train solution that has an equation
+    solutions = [r["prompt"] + r["completion"] for r in family_rows("gsm8k", 2000, 150, 0)[1]]
+    for row in held:
+        assert row["prompt"].rstrip().endswith("=") and row["prompt"].startswith("Question: ")
+        assert last_number(row["completion"]) is not None and "\n" not in row["completion"]
+        assert any(text.startswith(row["prompt"] + row["completion"]) for text in solutions)
+    # the first held-out solution, "... 16 - 3 - 4 = 9 duck eggs ... 9 * 2 = $18 ...", gives its two results in order
+    assert [row["completion"] for row in held[:2]] == [" 9", " $18"]
