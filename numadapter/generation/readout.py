@@ -125,8 +125,9 @@ class NumberReader:
         training left to the LM in digits; with ``fone_head_min_confidence`` > 0 also the rows whose confidence is
         below it; with ``fone_head_digit_check`` = k > 0 and the step's LM `logits` ``[B, V]``, also the rows whose
         number (not negative) starts with a digit outside the LM's k likeliest digit tokens there (`lm_disagrees`).
-        Always the rows whose combination is a negative magnitude (``below_zero``): a [NUM]'s digits hold it only
-        modulo ``10^int_digits``, so the LM writes that number."""
+        Always the rows whose combination is a negative magnitude (``below_zero``) or needs more than ``int_digits``
+        places: a [NUM]'s digits hold it only modulo ``10^int_digits``, so the LM writes that number, as training
+        left such numbers in digits."""
         if prediction.combined is None:
             return []
         terms = prediction.combined[:, 0]  # (B,): the numbers the chosen sum or pair operation combined
@@ -139,7 +140,8 @@ class NumberReader:
         left = [row for row, kept in zip(rows, written[rows].tolist()) if not kept]
         kept = [row for row in rows if row not in left]
         if kept and bool((terms[kept] > 0).any()):
-            left = sorted(left + [row for row, number in self.numbers(prediction, kept).items() if number.below_zero])
+            numbers = self.numbers(prediction, kept).items()
+            left = sorted(left + [row for row, number in numbers if number.below_zero or not number.feedable])
         if logits is not None:
             checked = [row for row in rows if row not in left]
             left = sorted(left + self.lm_disagrees(prediction, checked, logits))

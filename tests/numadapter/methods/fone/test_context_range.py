@@ -128,6 +128,19 @@ def test_a_negative_combination_in_answers_mode_is_left_to_the_lm(store):
     assert out.token_ids[1][0] == ntok.num_token_id and out.completions[1].startswith("7")
 
 
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_a_sum_beyond_int_digits_in_answers_mode_is_left_to_the_lm(store, use_cache):
+    """fone_numbers="answers": a combination the places cannot hold is written by the LM in digits, as training left
+    such answers in digits, and the row goes on (no stop, no warning); a sum within the places is still the head's."""
+    model, ntok = context_model(store, 6, 0, fone_numbers="answers")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = generate(model, ntok, ["999999 + 1 =", "10 + 3 ="], max_new_tokens=3, return_dict=True,
+                       use_cache=use_cache)  # fmt: skip
+    assert out.token_ids[0][0] != ntok.num_token_id and "number_out_of_range" not in out.stop_reasons
+    assert out.token_ids[1][0] == ntok.num_token_id and out.completions[1].startswith("13")
+
+
 def test_the_read_out_alone_is_never_flagged(store):
     """All coefficients 0: the plain linear read-out writes the number, with no combination to compare it with."""
     model, ntok = context_model(store, 6, 0, coefficients=(0, 0))
