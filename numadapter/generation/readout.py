@@ -51,6 +51,8 @@ class NumberReader:
         self.pointer = getattr(head, "pointer", None) is not None  # fone_context_pointer: numbers carry keys
         self.token_keys: list[list[torch.Tensor]] = []  # pointer: per row, the key at each generated token
         self.pending: list[int] = []  # pointer: rows whose latest number is a [NUM] fed this step, key unknown
+        # per row, whether each of its last K context numbers (most recent first) is a [NUM] the head wrote
+        self.head_written: list[list[bool]] = []
 
     def begin(
         self,
@@ -76,6 +78,7 @@ class NumberReader:
             self.memory = ContextMemory(mask, digits, numbers.get("num_sign"), self.context_size, keys)
             self.token_keys = [[] for _ in range(mask.shape[0])]
             self.pending = []
+            self.head_written = [[False] * self.context_size for _ in range(mask.shape[0])]  # a prompt's: text
 
     def step_keys(self, hidden: torch.Tensor | None, rows: list[int], first: bool) -> None:
         """Pointer head: the key of the token fed at this step (``hidden [B, 1, H]``, the LM-head input there) on
@@ -116,24 +119,46 @@ class NumberReader:
                     if end < len(self.token_keys[row]):
                         fed[row] = self.token_keys[row][end]
             self.memory.push(sorted(now), digits.to(device), sign.to(device), fed)
+            self._written(now, False)
+
+    def _written(self, rows: list[int], by_head: bool) -> None:
+        """Records on `rows` a new latest context number, written by the head (a [NUM]) or in digits."""
+        for row in rows:
+            self.head_written[row] = [by_head, *self.head_written[row][:-1]]
+
+    def _copies_text(self, prediction: Prediction, rows: list[int]) -> list[bool]:
+        """Per row of `rows`: whether its combination is a copy (one number, coefficient +1) of a number written in
+        digits. A copy of a [NUM] the head wrote is not: its digits are nowhere in the text for the LM to copy, so
+        training writes it as [NUM] too (`numadapter.tokenization.encoding`)."""
+        terms = prediction.combined[rows, 0].tolist()
+        coefficients = prediction.combination[rows].tolist()
+        out = []
+        for row, count, row_coefficients in zip(rows, terms, coefficients):
+            copy = count == 1 and sum(row_coefficients) == 1
+            slot = row_coefficients.index(1) if copy else 0
+            written = self.head_written[row] if row < len(self.head_written) else []
+            out.append(copy and not (slot < len(written) and written[slot]))
+        return out
 
     def unformed(self, prediction: Prediction, rows: list[int], logits: torch.Tensor | None = None) -> list[int]:
         """The `rows` where the context head combined no number (every coefficient 0 and no pair operation: its
         read-out alone), which ``fone_numbers="answers"`` writes in digit tokens instead: the adapter writes [NUM]
         only for numbers the head forms, as training marked them (one device-to-host copy). With
-        ``fone_head_copies=False`` also the rows whose combination is a copy (one number, coefficient +1), which
-        training left to the LM in digits; with ``fone_head_min_confidence`` > 0 also the rows whose confidence is
-        below it; with ``fone_head_digit_check`` = k > 0 and the step's LM `logits` ``[B, V]``, also the rows whose
-        number (not negative) starts with a digit outside the LM's k likeliest digit tokens there (`lm_disagrees`).
-        Always the rows whose combination is a negative magnitude (``below_zero``) or needs more than ``int_digits``
-        places: a [NUM]'s digits hold it only modulo ``10^int_digits``, so the LM writes that number, as training
-        left such numbers in digits."""
+        ``fone_head_copies=False`` also the rows whose combination is a copy (one number, coefficient +1) of a
+        number in digits, which training left to the LM (`_copies_text`); with ``fone_head_min_confidence`` > 0 also
+        the rows whose confidence is below it; with ``fone_head_digit_check`` = k > 0 and the step's LM `logits`
+        ``[B, V]``, also the rows whose number (not negative) starts with a digit outside the LM's k likeliest digit
+        tokens there (`lm_disagrees`). Always the rows whose combination is a negative magnitude (``below_zero``) or
+        needs more than ``int_digits`` places: a [NUM]'s digits hold it only modulo ``10^int_digits``, so the LM
+        writes that number, as training left such numbers in digits."""
         if prediction.combined is None:
             return []
         terms = prediction.combined[:, 0]  # (B,): the numbers the chosen sum or pair operation combined
         written = terms > 0
         if not getattr(self.config, "fone_head_copies", True) and prediction.combination is not None:
-            written &= ~((terms == 1) & (prediction.combination.sum(-1) == 1))  # a copy: a single +1 coefficient
+            copies = torch.zeros_like(written)
+            copies[rows] = torch.tensor(self._copies_text(prediction, rows), device=written.device)
+            written &= ~copies
         least = float(getattr(self.config, "fone_head_min_confidence", 0.0) or 0.0)
         if least > 0 and prediction.confidence is not None:
             written &= prediction.confidence >= least
@@ -228,6 +253,7 @@ class NumberReader:
         if self.memory is not None and prediction.digits is not None:
             self.memory.push(rows, prediction.digits, prediction.sign)
             self.pending = list(rows)  # their keys come with the step that feeds the [NUM] (`step_keys`)
+            self._written(rows, True)
         if prediction.digits is not None:
             digits = (prediction.digits * mask).unsqueeze(1)  # (B, 1, P)
         else:

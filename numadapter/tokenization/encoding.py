@@ -142,6 +142,14 @@ def _answer_ranges(index: int, start: Any, text: str) -> AnswerRanges:
     return tuple((int(a), int(b)) for a, b in ranges)
 
 
+def _copies_a_num(context: Sequence[int], by_head: Sequence[bool], value: int) -> bool:
+    """Whether `value` repeats the latest of the `context` values (most recent first) that holds it, and that one
+    was written as [NUM] (`by_head`, aligned): a number the head wrote is not in the text as digits, so the LM has
+    nothing to copy, and a restatement of it (the final answer after a worked solution, a result named again in
+    prose) is the head's copy (one coefficient +1) in any answer, not only after "="."""
+    return value in context and by_head[list(context).index(value)]
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
@@ -365,13 +373,17 @@ class NumberEncoding:
         parts: list[str] = []
         placed: list[PlacedNumber] = []
         values: list[int] = []  # fixed-point values of the numbers so far, in text order
+        by_head: list[bool] = []  # per number so far: written as [NUM]
         is_answer = EquationAnswers(text, answers)
         pos = written = 0  # consumed characters of `text`; characters of the result written to `parts`
         for span, start, surface, row in self._rows_of(index, text, left):
             value = fixed_point(row[0], row[1])
             context = values[::-1][:count]  # the last K, most recent first
-            if is_answer(span.start, span.end) and self._formable(context, value):
+            if (is_answer(span.start, span.end) and self._formable(context, value)) or (
+                is_answer.in_ranges(span.start) and _copies_a_num(context, by_head[::-1][:count], value)
+            ):
                 values.append(value)
+                by_head.append(True)
                 first = written + span.start - pos  # the sign that stays text, or the marker itself
                 written += start - pos
                 parts += [text[pos:start], marker]
@@ -381,6 +393,7 @@ class NumberEncoding:
             else:  # in digits: context, a share its value over 100
                 row = self._context_row(span, surface, text[span.end : span.end + 1]) or row
                 values.append(fixed_point(row[0], row[1]))
+                by_head.append(False)
                 shift = written - pos  # offset of text[pos:] in the result
                 placed.append(
                     PlacedNumber(EncodedNumber(surface, *row), CONTEXT_KIND, span.start + shift, span.end - 1 + shift)

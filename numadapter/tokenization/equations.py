@@ -40,6 +40,10 @@ class EquationAnswers:
         self.ranges = ranges or ()
         self.equations = tuple(_EQUALS.search(text, first, stop) is not None for first, stop in self.ranges)
 
+    def in_ranges(self, start: int) -> bool:
+        """Whether a number starting at character `start` is in one of the answer ranges (a result or not)."""
+        return any(first <= start < stop for first, stop in self.ranges)
+
     def __call__(self, start: int, end: int) -> bool:
         """Whether the number ``text[start:end]`` (its sign included) is an answer: it starts in an answer range,
         and where that range holds an "=", it is an equation's result (`is_result`)."""

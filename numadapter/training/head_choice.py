@@ -52,7 +52,7 @@ COUNTED = {
 # what is counted in answers written as equations (`numadapter.tokenization.equations`)
 IN_EQUATIONS = (
     "; where those hold an '=', only each equation's result (the number right after '='; operands and restated "
-    "numbers are context, in digits)"
+    "numbers are context, in digits, except a repeat of a number the head writes, which is its copy)"
 )
 
 

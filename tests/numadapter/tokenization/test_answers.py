@@ -82,8 +82,9 @@ def test_without_head_copies_a_repeated_number_stays_in_digits_and_a_sum_becomes
     assert enc["number_texts"] == ["357"]  # 345, 12 and 345 repeat numbers before them
     assert [(m, v) for _, m, v in rows(enc)] == [(2, 12.0), (2, 345.0), (2, 345.0), (2, 12.0), (2, 345.0), (1, 357.0)]
     copying = make(kind, tmp_path, fone_head_copies=True)
-    # the answer holds an equation, so its operands 12 and 345 are context, not answers (`test_equation_answers`)
-    assert copying(text, answer_start=len(prompt))["number_texts"] == ["345", "357"]
+    # the answer holds an equation, so its operand 12 is context, not an answer (`test_equation_answers`); the
+    # operand 345 repeats the [NUM] 345, whose digits the LM cannot copy: the head's copy
+    assert copying(text, answer_start=len(prompt))["number_texts"] == ["345", "345", "357"]
     assert copying(prompt + " 345, then 12 and 345", answer_start=len(prompt))["number_texts"] == ["345", "12", "345"]
     with pytest.raises(ValueError, match="fone_head_copies.*True or False"):
         NumberAdapterConfig(fone_head_copies="no")

@@ -35,11 +35,13 @@ def test_a_worked_solution_writes_only_the_results_as_num(tmp_path):
     ntok = make(tmp_path)
     prompt = "Question: 3 boxes of 40 clips, and 8 more clips. She sells half. How many are left?\nAnswer:"
     # 120 (3 * 40) and 128 (120 + 8) restated in prose, 2 as an operand: numbers the head could form from the ones
-    # before them, but no equation's result, so digits; the copies (40, 3, 8, 64) are digits in any case
+    # before them, but no equation's result, so digits; so are the copies of numbers in digits (40, 3, 8, 128)
     completion = (
         " She has 120 clips in boxes, 128 in all.\nShe sells 128 / 2 = 64.\nShe keeps 128 - 64 = 64 clips.\n#### 64"
     )
-    assert written(ntok, prompt, completion) == ["64"]  # the second 64 repeats the first: a copy, left to the LM
+    # 64 is a result; its repetitions (an operand, a result equal to it, the final answer) repeat a [NUM], whose
+    # digits the LM cannot copy, so they are the head's copies
+    assert written(ntok, prompt, completion) == ["64", "64", "64", "64"]
 
 
 def test_an_expression_after_equals_is_not_a_result_and_a_chain_ends_in_one(tmp_path):
@@ -47,14 +49,15 @@ def test_an_expression_after_equals_is_not_a_result_and_a_chain_ends_in_one(tmp_
     prompt = "Question: 3 rows of 4 seats, 5 rooms.\nAnswer:"
     # "= 3 * 4 = 12": 3 is the first operand of the expression after "=", 12 its result; "x 5" multiplies
     completion = " Seats per room = 3 * 4 = 12.\nIn all 12 x 5 = 60.\n#### 60"
-    assert written(ntok, prompt, completion) == ["12", "60"]
+    # the operand 12 and the final 60 repeat [NUM]s: the head's copies
+    assert written(ntok, prompt, completion) == ["12", "12", "60", "60"]
 
 
 def test_currency_and_a_share_between_equals_and_its_result(tmp_path):
     ntok = make(tmp_path)
     prompt = "Question: a coat costs $80 and is 25% off.\nAnswer:"
     completion = " The discount is 25% * $80 = $20.\nShe pays $80 - $20 = $60.\n#### 60"
-    assert written(ntok, prompt, completion) == ["20", "60"]
+    assert written(ntok, prompt, completion) == ["20", "20", "60", "60"]  # with the copies of the [NUM]s
 
 
 def test_an_answer_without_equals_keeps_every_number_an_answer(tmp_path):
@@ -63,19 +66,21 @@ def test_an_answer_without_equals_keeps_every_number_an_answer(tmp_path):
     # no "=" in the completion: both numbers are answers, as every prompt/completion pair had them
     assert written(ntok, prompt, " 42 together, 18 apart") == ["42", "18"]
     # "=" at the end of the prompt: the completion's number is its result, and a later "=" does not change that
-    assert written(ntok, "In 2024: 12 + 345 =", " 357, so 357 - 12 = 345") == ["357"]
+    # (the operand 357 repeats the [NUM]: the head's copy; 345 repeats the prompt's digits: the LM's)
+    assert written(ntok, "In 2024: 12 + 345 =", " 357, so 357 - 12 = 345") == ["357", "357"]
 
 
 def test_comparisons_are_no_equations(tmp_path):
     ntok = make(tmp_path)
     # "<=" and "==" hold no "=" sign of an equation: the completion is read as one without equations
-    assert written(ntok, "Two numbers, 12 and 30:", " 42 <= 50 and 18 == 18") == ["42", "18"]
+    assert written(ntok, "Two numbers, 12 and 30:", " 42 <= 50 and 18 == 18") == ["42", "18", "18"]
 
 
 def test_text_data_counts_results_in_the_whole_text(tmp_path):
     ntok = make(tmp_path)
     text = "Question: 3 boxes of 4 pens, and she gives away 5.\nAnswer: She has 12 pens. 12 - 5 = 7.\n#### 7"
-    assert ntok(text, answer_start=0)["number_texts"] == ["7"]  # 12 = 3 * 4 restated in prose: digits
+    # 12 = 3 * 4 restated in prose: digits; the final 7 repeats the [NUM] 7: the head's copy
+    assert ntok(text, answer_start=0)["number_texts"] == ["7", "7"]
 
 
 @pytest.mark.parametrize(

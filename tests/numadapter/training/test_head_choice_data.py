@@ -94,7 +94,7 @@ def test_a_text_column_says_what_it_counts(store, tmp_path):
 
 def pens(n: int, equations: bool, seed: int = 0) -> datasets.Dataset:
     """Whole worked solutions: operands and numbers restated in prose, the computed ones each an equation's result
-    (`equations`), or the same solution told in prose without an equation."""
+    (`equations`), or the same solution told in prose, where its answer is two steps from the numbers before it."""
     rng, rows = random.Random(seed), []
     while len(rows) < n:
         a, b, c = rng.randint(2, 30), rng.randint(2, 30), rng.randint(1, 99)
@@ -106,27 +106,28 @@ def pens(n: int, equations: bool, seed: int = 0) -> datasets.Dataset:
                 f" She has {a} boxes of {b} pens.\n{a} * {b} = {a * b} pens.\nShe keeps {a * b} - {c} = {a * b - c}."
             )
         else:
-            steps = f" She has {a} boxes of {b} pens, {a * b} pens in all, and keeps {a * b - c} of them."
+            steps = f" She has {a} boxes of {b} pens and keeps {a * b - c} of them."
         rows.append({"prompt": prompt, "completion": f"{steps}\n#### {a * b - c}"})
     return datasets.Dataset.from_list(rows)
 
 
 def test_whole_solutions_keep_the_head_counting_each_equations_result(store, tmp_path):
     """Every completion number counted (operands, restated numbers): 2 of 9 formable, the head left out; each
-    equation's result counted: every one formable, the head kept, and only the results are [NUM]s."""
+    equation's result counted: every one formable, the head kept, and only the results and their repeats (the
+    operand a*b, the final answer: copies of [NUM]s) are [NUM]s."""
     trainer, said = decide(store, tmp_path, pens(16, equations=True))
     assert in_use(trainer) is True
-    assert "only each equation's result" in said[0] and "form 32 of 32 answers (100%" in said[0]
+    assert "only each equation's result" in said[0] and "form 64 of 64 answers (100%" in said[0]
     markers = [sum(k == MARKER_KIND for k in row[KIND_FIELD]) for row in trainer.train_dataset]
-    assert set(markers) == {0, 2}  # both results, or none in a text fone_digit_answers keeps in digits
+    assert set(markers) == {0, 4}  # results and repeats, or none in a text fone_digit_answers keeps in digits
     text = datasets.Dataset.from_list([{"text": r["prompt"] + r["completion"]} for r in pens(16, equations=True)])
     trainer, said = decide(store, tmp_path, text)  # as one text column: the question's numbers are no results either
-    assert in_use(trainer) is True and "form 32 of 32 answers" in said[0]
+    assert in_use(trainer) is True and "form 64 of 64 answers" in said[0]
 
 
 def test_the_same_solutions_in_prose_leave_the_head_out(store, tmp_path):
     trainer, said = decide(store, tmp_path, pens(16, equations=False))
-    assert in_use(trainer) is False and "form 32 of 80 answers (40%" in said[0]  # a, b, a*b, a*b-c, the copy
+    assert in_use(trainer) is False and "form 0 of 64 answers (0%" in said[0]  # a, b, a*b-c, its copy
     formed = sum(k == MARKER_KIND for row in trainer.train_dataset for k in row[KIND_FIELD])
     assert formed == 0 and "fone_head_in_use=False" in said[0]
 
