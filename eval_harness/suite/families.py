@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import json
 import random
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
@@ -468,6 +469,8 @@ def worked_solution(rng: random.Random) -> Problem:
 
 
 DATA = Path(__file__).parent / "data"
+# after a number: an operator and another operand (the number starts an expression: "= 3 * 4 = 12")
+_GOES_ON = re.compile(r"\s*[-+*/x×÷]\s*[$(]?\s*\d")
 
 
 def gsm8k_rows(n_train: int, n_eval: int, seed: int) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
@@ -491,16 +494,17 @@ def gsm8k_rows(n_train: int, n_eval: int, seed: int) -> tuple[list[dict[str, str
 
 def gsm8k_line_rows(n_train: int, n_eval: int, seed: int) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
     """Public worked-solution lines: the shipped GSM8K solutions cut at each equation's result (the number right
-    after "=", `numadapter.tokenization.equations.is_result`): the question and the solution up to that "=" are the
-    prompt, the result as written (its currency sign included) the completion. Train: one line drawn (by `seed`)
-    from each train solution, in `gsm8k_rows`' order; held out: every line of the test solutions, in order."""
-    from numadapter.numbers import find_numbers
-    from numadapter.tokenization.equations import is_result
+    after "=", a "$" between allowed, that starts no longer expression: the library's rule, read here through the
+    public API): the question and the solution up to that "=" are the prompt, the result as written (its currency
+    sign included) the completion. Train: one line drawn (by `seed`) from each train solution, in `gsm8k_rows`'
+    order; held out: every line of the test solutions, in order."""
+    from numadapter import find_numbers
 
     def lines(row: dict[str, str]) -> list[dict[str, str]]:
         text, cut = row["prompt"] + row["completion"], []
         for span in find_numbers(text):
-            if span.start >= len(row["prompt"]) and is_result(text, span.start, span.end):
+            after_equals = text[: span.start].rstrip(" $").endswith("=")
+            if span.start >= len(row["prompt"]) and after_equals and not _GOES_ON.match(text, span.end):
                 equals = text.rindex("=", 0, span.start) + 1
                 cut.append({"prompt": text[:equals], "completion": text[equals : span.end]})
         return cut
