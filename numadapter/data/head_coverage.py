@@ -31,6 +31,7 @@ from typing import Any
 
 from numadapter.methods.fone.answer_mode import POINTER_NUMBERS, fone_numbers_in_effect
 from numadapter.methods.fone.wrapping import place_integer
+from numadapter.numbers import ExactNumber
 from numadapter.schema import KIND_FIELD, LABEL_PREFIX, MARKER_KIND, POSITIONS_FIELD
 
 __all__ = [
@@ -233,14 +234,12 @@ def count_answers(dataset: Any, ntok: Any, prepare: Any, sample: int = 2000, see
     measuring._every_answer = True  # every answer a [NUM], formed or not
     measuring._cache = {}  # the rows cached at the config's places do not hold at these
     rows = dataset.select(sample_rows(len(dataset), sample, seed))
-    config, answers, beyond, ints, fracs = ntok.config, 0, 0, 1, 0
+    config, answers, beyond, ints, fracs = ntok.config, 0, 0, 0, 0
     for digits in _trained_markers(prepare(rows, measuring)):
-        whole, part = digits[: WIDE_PLACES[0]], digits[WIDE_PLACES[0] :]
-        need_int = len(whole) - next((i for i, d in enumerate(whole) if d), len(whole) - 1)
-        need_frac = next((len(part) - i for i, d in enumerate(reversed(part)) if d), 0)
+        exact = ExactNumber.from_place_digits(digits, *WIDE_PLACES)
         answers += 1
-        beyond += need_int > config.int_digits or need_frac > config.frac_digits
-        ints, fracs = max(ints, need_int), max(fracs, need_frac)
+        beyond += not exact.fits(config.int_digits, config.frac_digits)  # as `NumberTokenizer` ranges a number
+        ints, fracs = max(ints, len(exact.int_digits)), max(fracs, len(exact.frac_digits))
     return Answers(answers, beyond, ints, fracs)
 
 

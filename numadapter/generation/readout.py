@@ -135,9 +135,7 @@ class NumberReader:
         out = []
         for row, count, row_coefficients in zip(rows, terms, coefficients):
             copy = count == 1 and sum(row_coefficients) == 1
-            slot = row_coefficients.index(1) if copy else 0
-            written = self.head_written[row] if row < len(self.head_written) else []
-            out.append(copy and not (slot < len(written) and written[slot]))
+            out.append(copy and not self.head_written[row][row_coefficients.index(1)])
         return out
 
     def unformed(self, prediction: Prediction, rows: list[int], logits: torch.Tensor | None = None) -> list[int]:
