@@ -27,6 +27,7 @@ FONE_NUMBERS = ("auto", "all", "answers")
 SIGN_POLICIES = ("text", "feature")
 OUT_OF_RANGE_POLICIES = ("text", "error")
 XVAL_FORMS = ("auto", "affine", "multiplicative")
+XVAL_FITS = ("standard", "absmax")  # numadapter.methods.xval.embedding.NORMALIZATION_METHODS
 GCE_FORMS = ("replace", "add")
 NTL_LEVELS = ("token", "number")
 
@@ -51,6 +52,8 @@ LEGACY_DEFAULTS = {
     "fone_digit_answers": 0.0,
     "fone_head_copies": True,
     "fone_head_in_use": True,
+    "xval_context_numbers": 0,
+    "xval_fit": None,
 }
 
 
@@ -269,6 +272,13 @@ class NumberAdapterConfig(LoraConfig):
             e[NUM] + x * u with a learned direction u, for pre-RMSNorm models without an additive position
             vector (Llama, T5), where the paper's form is erased by normalisation. `"auto"` picks affine for
             those and multiplicative otherwise.
+        xval_fit (`str | None`, defaults to `"absmax"`): where `xval_center` and `xval_scale` are left at 0.0 and
+            1.0, the trainers fit them on the training data before they tokenize
+            (`numadapter.methods.xval.embedding.fit_normalization` with this method: `"absmax"` keeps 0 at 0 and
+            puts the largest value read at `xval_clip`, so a conversion the head reads from the numbers before it
+            stays a weight with no offset; `"standard"` centres on the mean and scales by the spread), say what they
+            fitted in a warning and save it with the adapter. None: the values as set (1.0 keeps every number above 5
+            text).
         xval_center (`float`, defaults to 0.0): subtracted from every value before scaling.
         xval_scale (`float`, defaults to 1.0): values are divided by this after centering; fit both from data with
             `numadapter.methods.xval.embedding.fit_normalization`.
@@ -277,6 +287,12 @@ class NumberAdapterConfig(LoraConfig):
         xval_head_hidden (`int | None`, defaults to 32): hidden width of the regression MLP. `None` uses the model
             width, an H x H layer, which would make the adapter tens of percent larger than its LoRA on a 1B model;
             32 keeps it within 1%. Higher: more capacity for the value read-out, larger adapter.
+        xval_context_numbers (`int`, defaults to 4): K, how many of the latest numbers before a [NUM] the
+            regression head may combine: the value it writes is the MLP's read-out plus ``sum_k w_k(h) x_k``, with
+            weights ``w`` read from the hidden state (`numadapter.methods.xval.head`). A conversion, a rate or a
+            forecast then is a read of weights, not a magnitude the hidden state stores; where no number comes
+            before, generation leaves the number to the LM's digits. 0: the paper's head, which on a pretrained base
+            learns no magnitude (docs/results.md).
 
     Losses:
         number_loss_weight (`float`, defaults to 1.0): weight of the number head loss (FoNE digit CE or xVal MSE)
@@ -464,11 +480,22 @@ class NumberAdapterConfig(LoraConfig):
             "choices": list(XVAL_FORMS),
         },
     )
+    xval_fit: Literal["standard", "absmax"] | None = field(
+        default="absmax",
+        metadata={
+            "help": "Fit xval_center/xval_scale on the training data when both are left at 0 and 1 (None: never).",
+            "choices": [*XVAL_FITS, None],
+        },
+    )
     xval_center: float = field(default=0.0, metadata={"help": "Subtracted from values before scaling."})
     xval_scale: float = field(default=1.0, metadata={"help": "Values are divided by this after centering."})
     xval_clip: float = field(default=5.0, metadata={"help": "Normalised values must lie in [-clip, clip]."})
     xval_head_hidden: int | None = field(
         default=32, metadata={"help": "Hidden width of the regression MLP (None: model width, a much larger head)."}
+    )
+    xval_context_numbers: int = field(
+        default=4,
+        metadata={"help": "Latest numbers the xVal head combines with weights read from the hidden state (0: off)."},
     )
     # -- losses --------------------------------------------------------------------------------------------------
     number_loss_weight: float = field(default=1.0, metadata={"help": "Weight of the number head loss."})
@@ -698,8 +725,12 @@ class NumberAdapterConfig(LoraConfig):
         _positive("number_loss_weight", self.number_loss_weight, allow_zero=True)
         _positive("ntl_weight", self.ntl_weight, allow_zero=True)
         _real("xval_center", self.xval_center)
+        if self.xval_fit is not None:
+            _choice("xval_fit", self.xval_fit, XVAL_FITS)
         if self.xval_head_hidden is not None:
             _integer("xval_head_hidden", self.xval_head_hidden, 1, MAX_HEAD_HIDDEN)
+        _integer("xval_context_numbers", self.xval_context_numbers, 0, POINTER_NUMBERS,
+                 "the latest numbers the xVal head combines; 0 reads the hidden state only")  # fmt: skip
         if not 0.0 <= _real("aggregate_loss_lambda", self.aggregate_loss_lambda) <= 1.0:
             raise ValueError(
                 f"`aggregate_loss_lambda` must be in [0, 1] (1.0 disables the aggregate loss), "

@@ -395,6 +395,13 @@ def decode_loop(
                     reader.digit_numbers.replace_last(unformed, tokens)
                     rows = [r for r in rows if r not in unformed]
                     prediction = reader.predict(step.hidden, rows) if rows else None
+            if prediction is not None and reader.digit_numbers is None:
+                blank = reader.without_context(rows)
+                if blank:  # xVal's head over the numbers before it has none to weigh: the LM writes digits
+                    digit_ids = getattr(reader.config, "digit_token_ids", None)
+                    chosen, tokens = _in_digits(step.logits, chooser, t, chosen, blank, num_id, digit_ids)
+                    rows = [r for r in rows if r not in blank]
+                    prediction = reader.predict(step.hidden, rows) if rows else None
             numbers = reader.numbers(prediction, rows) if prediction is not None else {}
             for row, number in numbers.items():
                 if number.feedable and number.reason is not None and not warned:

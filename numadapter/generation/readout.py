@@ -80,6 +80,16 @@ class NumberReader:
             self.pending = []
             self.head_written = [[False] * self.context_size for _ in range(mask.shape[0])]  # a prompt's: text
 
+    def without_context(self, rows: list[int]) -> list[int]:
+        """The `rows` with no number before the position, where xVal's head over the numbers before it
+        (``xval_context_numbers`` > 0) has nothing to weigh and its read-out alone would write a magnitude the
+        hidden state of a pretrained base does not hold (a fact the base knew, "water boils at 100"): the loop
+        leaves those numbers to the LM's digit tokens. Empty for FoNE and for xVal without the context."""
+        if not rows or self.memory is None or self.config.encoding != "xval":
+            return []
+        filled = self.memory.numbers.valid.any(-1)  # (B,)
+        return [row for row, has in zip(rows, filled[rows].tolist()) if not has]
+
     def step_keys(self, hidden: torch.Tensor | None, rows: list[int], first: bool) -> None:
         """Pointer head: the key of the token fed at this step (``hidden [B, 1, H]``, the LM-head input there) on
         `rows`, kept per generated token (a number written in digits takes the key of its last token), and given

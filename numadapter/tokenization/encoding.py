@@ -172,6 +172,17 @@ class NumberEncoding:
     _cache: dict[str, Any]
     _method: Any
 
+    def _current_cache(self) -> dict[str, Any]:
+        """`_cache`, emptied when the settings its rows depend on changed since it was filled (a trainer fits xVal's
+        normalisation after the tokenizer was built; a measuring copy with other settings shares the dict): a new
+        dict then, so a copy never empties the original's."""
+        cfg = self.config
+        key = (cfg.encoding, cfg.int_digits, cfg.frac_digits, cfg.sign_policy, cfg.xval_center, cfg.xval_scale,
+               cfg.xval_clip)  # fmt: skip
+        if self.__dict__.get("_cache_key") != key:
+            self._cache, self._cache_key = {}, key
+        return self._cache
+
     def _number_row(self, span: NumberSpan, surface: str) -> tuple[tuple[int, ...], int, float] | None | bool:
         """(place digits of |x|, sign, signed float value) of the number [NUM]/[AGG] carries for `surface`.
 
@@ -294,7 +305,7 @@ class NumberEncoding:
         """
         text_sign = self.config.sign_policy == "text"
         raise_out = self.config.out_of_range == "error"
-        cache_get = self._cache.get
+        cache_get = self._current_cache().get
         for span in find_numbers(text):
             start, end = span.start, span.end
             if text_sign and span.sign_text:

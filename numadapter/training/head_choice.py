@@ -34,11 +34,12 @@ from numadapter.data.prepare import detect_format
 from numadapter.methods.fone.answer_mode import POINTER_NUMBERS, context_count
 from numadapter.methods.registry import get_method
 from numadapter.tokenization.matching import tokenizer_mismatches
+from numadapter.training.sampled import refuse_unsampled
 
 # the most training examples the share is measured on (drawn at random across a larger data set)
 SAMPLE_ROWS = 2000
 # the fields a decision writes; the trainer keeps them on its own copy of the config, never on the caller's
-DECIDED_FIELDS = ("fone_head_in_use", *POINTER_SETTINGS)
+DECIDED_FIELDS = ("fone_head_in_use", *POINTER_SETTINGS, "xval_center", "xval_scale")
 # what each data format counts as the answers
 COUNTED = {
     "prompt_completion": "the numbers of the completions",
@@ -62,9 +63,11 @@ def own_decision(model: Any, ntok: Any) -> None:
     (and is saved with them) and never on the config object the caller built, which a second run may reuse.
 
     A tokenizer that carries an earlier run's decision is rebound too: the model's undecided config rules."""
+    from numadapter.training.xval_fit import fit_pending
+
     name = model.active_adapter
     config = model.peft_config[name]
-    if not answers_mode(config) or config.fone_head_in_use is not None:
+    if (not answers_mode(config) or config.fone_head_in_use is not None) and not fit_pending(config):
         return
     own = copy.copy(config)
     model.peft_config[name] = own
@@ -73,25 +76,15 @@ def own_decision(model: Any, ntok: Any) -> None:
 
 
 def _refuse_unsampled(dataset: Any) -> None:
-    """Raises for data a share cannot be read from across the whole set: a stream, or rows already tokenized."""
+    """`refuse_unsampled` for the head's choice."""
     fix = (
         "set fone_head_in_use=True (the head writes the answers it forms as [NUM]) or fone_head_in_use=False "
         "(every number in digit tokens, as LoRA on digits) on the NumberAdapterConfig, or pass the raw text data "
         "as a datasets.Dataset, and NumberSFTTrainer measures it"
     )
-    if not hasattr(dataset, "select") or not hasattr(dataset, "__len__"):
-        raise ValueError(
-            "NumberSFTTrainer decides whether FoNE's context head is used (fone_head_in_use=None) from examples "
-            f"drawn across the training data, which a stream ({type(dataset).__name__}) cannot give without being "
-            f"read to its end: {fix}. numadapter.data.head_share(dataset, ntok, numadapter.prepare_dataset) "
-            "measures a sample you choose."
-        )
-    if "input_ids" in (getattr(dataset, "column_names", None) or ()):
-        raise ValueError(
-            "NumberSFTTrainer decides whether FoNE's context head is used (fone_head_in_use=None) from the text of "
-            "the training answers, but this data is already tokenized (an input_ids column): its [NUM]s were written "
-            f"before anything was decided. Prepare it with the decision made, or {fix}."
-        )
+    hint = " numadapter.data.head_share(dataset, ntok, numadapter.prepare_dataset) measures a sample you choose."
+    decides = "decides whether FoNE's context head is used (fone_head_in_use=None)"
+    refuse_unsampled(dataset, decides, "the training answers", fix, hint)
 
 
 def choose_head(
@@ -196,11 +189,11 @@ def _beyond_places(counted: Answers, config: Any) -> str:
 
 
 def check_head_coverage(dataset: Any, config: Any) -> None:
-    """Warns when the context head cannot form many of the training answers of prepared `dataset`
+    """Warns when FoNE's context head cannot form many of the training answers of prepared `dataset`
     (`numadapter.data.head_coverage`; causal or sequence-to-sequence rows).
 
     Not with ``fone_numbers="answers"``: there every [NUM] answer is formable by construction, and the others are
     written in digits on purpose (trained as the base's tokens), not missed by the head."""
     count = get_method(config).context_size(config)
-    if count and not answers_mode(config):
+    if count and config.encoding == "fone" and not answers_mode(config):  # xVal's head weighs any value
         warn_uncovered(head_coverage(dataset, count), count, config.frac_digits)

@@ -10,11 +10,12 @@ from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
 from numadapter.config import NumberAdapterConfig
 from numadapter.data.checks import first_example
 from numadapter.data.collator import SEQ2SEQ_COLUMNS, NumberDataCollator
-from numadapter.data.prepare import detect_format
+from numadapter.data.prepare import detect_format, prepare_dataset
 from numadapter.training.base import _NumberLossMixin
 from numadapter.training.binding import _bind
 from numadapter.training.head_choice import check_head_coverage
 from numadapter.training.safe_checkpoint import SafeCheckpointMixin
+from numadapter.training.xval_fit import fit_xval
 
 
 class NumberSeq2SeqTrainer(_NumberLossMixin, SafeCheckpointMixin, Seq2SeqTrainer):
@@ -85,6 +86,7 @@ class NumberSeq2SeqTrainer(_NumberLossMixin, SafeCheckpointMixin, Seq2SeqTrainer
             truncation_mode=truncation_mode,
             max_target_length=max_target_length,
         )
+        fit_xval(model, ntok, train_dataset, lambda data, tok: prepare_dataset(data, tok, **self._prepare_kwargs))
         train_dataset, eval_dataset = self._prepare_datasets(ntok, train_dataset, eval_dataset)
         check_head_coverage(train_dataset, ntok.config)  # as NumberSFTTrainer: answers the head cannot form
         if data_collator is None:

@@ -49,6 +49,7 @@ from numadapter.training.binding import _bind, _completion_only, _map_datasets
 from numadapter.training.head_choice import check_head_coverage, choose_head
 from numadapter.training.packing import PackedCollator, pack_examples
 from numadapter.training.safe_checkpoint import SafeCheckpointMixin
+from numadapter.training.xval_fit import fit_xval
 
 
 class NumberSFTTrainer(_NumberLossMixin, SafeCheckpointMixin, SFTTrainer):
@@ -138,6 +139,7 @@ class NumberSFTTrainer(_NumberLossMixin, SafeCheckpointMixin, SFTTrainer):
             rebuild=lambda: model.base_model.rebuild_number_head(model.active_adapter),
             text_field=args.dataset_text_field,
         )  # fmt: skip
+        fit_xval(model, ntok, train_dataset, lambda data, tok: prepare_dataset(data, tok, **self._prepare_kwargs))
         train_dataset, eval_dataset = self._prepare_datasets(ntok, train_dataset, eval_dataset)
         check_head_coverage(train_dataset, ntok.config)
         if data_collator is None:

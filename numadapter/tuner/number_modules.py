@@ -49,6 +49,12 @@ class NumberModules(nn.Module):
         # the settings these modules were built for, saved with them and checked on load (`integrity`)
         self.register_buffer(STAMP, stamp_tensor(config), persistent=True)
 
+    def restamp(self, config: NumberAdapterConfig) -> None:
+        """Stamps `config`'s settings anew, after a trainer decided some of them for the built modules (xVal's
+        normalisation fitted on the training data, `numadapter.training.xval_fit`)."""
+        old = getattr(self, STAMP)
+        self.register_buffer(STAMP, stamp_tensor(config).to(old.device), persistent=True)
+
     @property
     def needs_digit_embeddings(self) -> bool:
         """Whether the input module reads the digit-token embeddings (the [AGG] aggregate)."""

@@ -47,6 +47,8 @@ def build(store, family: str, encoding: str, dtype: torch.dtype = torch.float32,
         settings.update(sign_policy="feature", fone_numbers="all")  # every number a [NUM] unless a test says otherwise
     if encoding == "digits":
         settings["aggregate"] = True
+    if encoding == "xval":  # the paper's head: these random models emit [NUM] anywhere, also with no number before
+        settings["xval_context_numbers"] = 0  # (the head over the numbers before it: xval/test_context_head.py)
     settings.update(overrides)
     config = NumberAdapterConfig(**settings)
     model = get_peft_model(base, config, tokenizer=tokenizer).eval()

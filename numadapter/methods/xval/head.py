@@ -6,6 +6,16 @@ Implements the number head of Golkar et al., "xVal: A Continuous Number Encoding
 with biases; GPT-2 style, hence GELU). The head predicts the *normalised* value
 ``z = (x - xval_center) / xval_scale`` and the loss is the MSE in that space, as in the paper; `predict` maps back.
 
+With ``xval_context_numbers = K > 0`` (numadapter) the head also reads the K latest numbers before the position
+(`numadapter.methods.context`, the same slots FoNE's context head reads) and adds a combination of them whose
+weights it reads from the hidden state: ``z = mlp(h) + sum_k w_k(h) z_k``, with ``z_k`` the normalised k-th latest
+number and ``w(h) = b + W h / sqrt(H)``. ``b`` starts at (1, 0, ..., 0) and ``W`` at zero, so the head starts by
+writing the latest number plus the read-out (a series' next value is near its last; a conversion is a factor away);
+the ``1 / sqrt(H)`` keeps one optimizer step on ``W`` from moving the weights by more than about ``lr * sqrt(H)``,
+where a value of 4 (in the normalised space) read with a weight off by 0.01 is already 1% off. A unit conversion
+(``km = 1.609344 * miles``), a temperature scale, a rate or a next value of a series is then a constant or a few
+weights, learnt in a few steps, instead of a magnitude the backbone must carry in its hidden state to 1%.
+
 xVal is approximate by nature: a float prediction, not exact digits. `to_strings` renders it with at most
 ``frac_digits`` fraction digits (rounded half-to-even), trailing zeros stripped.
 """
@@ -22,6 +32,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from numadapter.methods.base import NumberSettings
+from numadapter.methods.context import ContextNumbers
 from numadapter.methods.xval.embedding import denormalize, normalize
 
 
@@ -48,15 +59,27 @@ class RegressionHead(nn.Module):
         self.scale = float(config.xval_scale)
         self.clip = float(config.xval_clip)
         self.frac_digits = int(config.frac_digits)
+        self.int_digits = int(config.int_digits)
+        self.context_numbers = int(getattr(config, "xval_context_numbers", 0) or 0)
         self.fc1 = nn.Linear(hidden_size, self.width)
         self.fc2 = nn.Linear(self.width, 1)
+        self.weights: nn.Linear | None = None
+        if self.context_numbers:
+            self.weights = nn.Linear(hidden_size, self.context_numbers)  # w(h): one weight per context slot
+            nn.init.zeros_(self.weights.weight)
+            with torch.no_grad():
+                self.weights.bias.zero_()
+                self.weights.bias[0] = 1.0  # start from the latest number
 
-    def forward(self, hidden: Tensor) -> Tensor:
+    def forward(self, hidden: Tensor, context: ContextNumbers | None = None) -> Tensor:
         """Predicts the normalised value.
 
         Args:
             hidden: `(N, H)` hidden states at the positions whose next token is a [NUM] (any leading shape
                 `(..., H)` works, e.g. `(B, T, H)`).
+            context: with ``xval_context_numbers = K > 0``, the K latest numbers before each position
+                (`ContextNumbers` with ``digits (..., K, P)``, ``sign`` and ``valid (..., K)``); None reads the
+                hidden state only.
 
         Returns:
             `(N,)` (or `(...)`) float32 normalised predictions ``z``.
@@ -65,11 +88,26 @@ class RegressionHead(nn.Module):
             raise ValueError(
                 f"hidden states have width {hidden.shape[-1]}, this RegressionHead was built for {self.hidden_size}."
             )
-        x = hidden.to(torch.float32)
-        x = F.linear(x, self.fc1.weight.float(), self.fc1.bias.float())  # (N, W)
+        h = hidden.to(torch.float32)
+        x = F.linear(h, self.fc1.weight.float(), self.fc1.bias.float())  # (N, W)
         x = F.gelu(x)
-        x = F.linear(x, self.fc2.weight.float(), self.fc2.bias.float())  # (N, 1)
-        return x.squeeze(-1)  # (N,)
+        z = F.linear(x, self.fc2.weight.float(), self.fc2.bias.float()).squeeze(-1)  # (N,)
+        if self.weights is None or context is None:
+            return z
+        weights = F.linear(h, self.weights.weight.float()) / math.sqrt(self.hidden_size)  # (N, K)
+        weights = weights + self.weights.bias.float()
+        return z + (weights * self.context_values(context)).sum(-1)  # (N,)
+
+    def context_values(self, context: ContextNumbers) -> Tensor:
+        """`(..., K)` float32 the normalised values ``(x_k - xval_center) / xval_scale`` of the context slots (0 in
+        empty slots). Computed from the exact place digits in float64 (a 9-digit number is exact there), so no
+        clip applies: a number the head reads may lie outside the range a [NUM] carries."""
+        places = context.digits.shape[-1]
+        exponents = torch.arange(self.int_digits - 1, self.int_digits - 1 - places, -1, dtype=torch.float64)
+        place_values = torch.pow(10.0, exponents).to(context.digits.device)  # (P,)
+        values = (context.digits.to(torch.float64) * place_values).sum(-1) * context.sign.to(torch.float64)  # (.., K)
+        z = (values - self.center) / self.scale
+        return torch.where(context.valid, z, torch.zeros_like(z)).to(torch.float32)
 
     def normalize_targets(self, target_values: Tensor, mask: Tensor | None = None) -> Tensor:
         """`(N,)` raw values -> `(N,)` float32 normalised targets (range-checked where `mask` is set)."""

@@ -20,7 +20,15 @@ class XValMethod(NumberMethod):
     """The xVal number method (see the module docstring)."""
 
     def fields(self, config: NumberSettings) -> tuple[str, ...]:
+        if self.context_size(config):  # the head reads the numbers before it from their exact digits
+            return ("values", "digits", "sign")
         return ("values",)
+
+    def context_size(self, config: NumberSettings) -> int:
+        return int(getattr(config, "xval_context_numbers", 0) or 0)
+
+    def head_outputs(self, head: nn.Module, hidden: torch.Tensor, context: Any = None) -> Any:
+        return head(hidden, context)
 
     def matched_fields(self, config: NumberSettings) -> tuple[str, ...]:
         return XVAL_FIELDS
@@ -73,7 +81,10 @@ class XValMethod(NumberMethod):
         sign = torch.ones_like(values, dtype=torch.long)
         if config.sign_policy == "feature":
             sign = torch.where(values < 0, -1, 1)
-        return HeadReading(digits=None, sign=sign, values=values)
+        digits = None
+        if self.context_size(config):  # a generated number joins the context as its text reads: rounded places
+            digits = place_digits(values, config)
+        return HeadReading(digits=digits, sign=sign, values=values)
 
     def read_numbers(
         self, config: NumberSettings, head: nn.Module, digits: list[list[int]] | None, signs: list[int],
@@ -84,7 +95,10 @@ class XValMethod(NumberMethod):
         out = []
         for value in values:
             text = head.to_strings([value])[0] if math.isfinite(value) else str(value)
-            out.append(GeneratedNumber(value=value, text=text, feedable=xval_in_range(value, config)))
+            feedable = xval_in_range(value, config)
+            if feedable and self.context_size(config):  # it is read back from its place digits: they must hold it
+                feedable = _fits_places(text, config)
+            out.append(GeneratedNumber(value=value, text=text, feedable=feedable))
         return out
 
     def feedback_error(self, config: NumberSettings, value: Any) -> str:
@@ -96,3 +110,21 @@ class XValMethod(NumberMethod):
             "clamped). Fit `xval_center`/`xval_scale` to the data the model generates or raise `xval_clip` (and "
             "retrain)."
         )
+
+
+def place_digits(values: torch.Tensor, config: NumberSettings) -> torch.Tensor:
+    """`(N, P)` int64 the place digits of ``|values|`` `(N,)` rounded to ``frac_digits`` (what the rendered text
+    reads), most significant first; zeros for a value beyond ``int_digits`` places or not finite (never fed back:
+    `XValMethod.read_numbers` marks it not feedable)."""
+    scaled = torch.round(values.abs().to(torch.float64) * 10.0**config.frac_digits)  # (N,) units of the last place
+    places = config.int_digits + config.frac_digits
+    fits = torch.isfinite(scaled) & (scaled < 10.0**places)
+    units = torch.where(fits, scaled, torch.zeros_like(scaled)).to(torch.long)  # (N,)
+    powers = 10 ** torch.arange(places - 1, -1, -1, device=values.device, dtype=torch.long)  # (P,)
+    return torch.div(units[:, None], powers, rounding_mode="floor") % 10  # (N, P)
+
+
+def _fits_places(text: str, config: NumberSettings) -> bool:
+    from numadapter.numbers import ExactNumber
+
+    return ExactNumber.parse(text).fits(config.int_digits, config.frac_digits)

@@ -321,3 +321,34 @@ def test_missing_local_model_directory_is_named(tmp_path, capsys):
     code = cli.main(["train", "--config", recipe, f"model.name_or_path={missing}"])
     assert code == 2
     assert f"model.name_or_path={missing!r} is not a directory" in capsys.readouterr().err
+
+
+def miles_rows(n: int, offset: int = 0) -> list[dict[str, str]]:
+    return [{"prompt": f"Convert {12 + 37 * (i + offset) % 900} miles to km:",
+             "completion": f" {round((12 + 37 * (i + offset) % 900) * 1.609344, 2)}"} for i in range(n)]  # fmt: skip
+
+
+def test_train_granite_xval_recipe_fits_its_scale_and_the_export_answers_alike(store, tmp_path, capsys):
+    """The shipped xVal recipe on a tiny Granite: the trainer fits xval_center / xval_scale on the data (the recipe
+    sets neither), the head reads the numbers before it, and the merged export answers as the adapter does."""
+    recipe = os.path.join(ROOT, "recipes", "granite", "xval_lora.yaml")
+    base = store.base_path("granite", False, hidden=32)
+    store.tokenizer("digits")
+    train = write_jsonl(tmp_path / "train.jsonl", miles_rows(12))
+    evaluation = write_jsonl(tmp_path / "eval.jsonl", miles_rows(4, offset=40))
+    run, merged = tmp_path / "run", tmp_path / "merged"
+    overrides = [
+        f"model.name_or_path={base}", f"model.tokenizer={os.path.join(store.root, 'tok-digits')}",
+        "model.dtype=float32", f"data.train={train}", f"data.eval={evaluation}", f"training.output_dir={run}",
+        f"export.out_dir={merged}", "export.dtype=float32", "training.max_length=64", *TINY_TRAINING,
+    ]  # fmt: skip
+    assert cli.main(["train", "--config", recipe, *overrides]) == 0
+    config = json.load(open(run / "adapter_config.json"))
+    assert config["encoding"] == "xval" and config["xval_context_numbers"] == 4
+    assert config["xval_center"] == 0.0 and config["xval_scale"] > 100  # fitted on miles and km, not 1
+    metrics = json.load(open(run / "eval_results.json"))["metrics"]
+    assert metrics["examples"] == 4
+    eval_file = tmp_path / "exported_eval.json"
+    assert cli.main(["eval", "--config", recipe, "--exported", str(merged), *overrides,
+                     f"eval.output_file={eval_file}"]) == 0  # fmt: skip
+    assert json.load(open(eval_file))["metrics"] == metrics

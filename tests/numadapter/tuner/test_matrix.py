@@ -44,13 +44,14 @@ OTHER_CASES.append(Case("qwen2", "fone", True))
 # (xval_head_hidden=32).
 NUMBER_PARAMS = {
     "fone": 13 * 64 + (64 * 12 + 12) + (64 * 2 + 2) + (64 * 12 + 12),
-    "xval": 64 + (64 * 32 + 32) + (32 + 1),
+    "xval": 64 + (64 * 32 + 32) + (32 + 1) + (64 * 4 + 4),  # direction, MLP 64 -> 32 -> 1, 4 context weights
     "digits": 0,
 }
 NUMBER_KEYS = {
     "fone": ["embedding.proj.weight", "head.proj.weight", "head.proj.bias", "head.sign_proj.weight",
              "head.sign_proj.bias", "head.coefficients.weight", "head.coefficients.bias"],
-    "xval": ["embedding.direction", "head.fc1.weight", "head.fc1.bias", "head.fc2.weight", "head.fc2.bias"],
+    "xval": ["embedding.direction", "head.fc1.weight", "head.fc1.bias", "head.fc2.weight", "head.fc2.bias",
+             "head.weights.weight", "head.weights.bias"],
     "digits": [],
 }  # fmt: skip
 

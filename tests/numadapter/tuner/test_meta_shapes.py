@@ -84,7 +84,9 @@ def extra_params(encoding: str, hidden: int, head_rows: int, causal: bool) -> in
         return extra + (hidden * 19 + 19 if causal else 0)
     if encoding == "xval":
         width = NumberAdapterConfig().xval_head_hidden  # 32
-        return rows + hidden + (hidden * width + width) + (width + 1)  # direction u; MLP H -> 32 -> 1
+        count = NumberAdapterConfig().xval_context_numbers  # 4
+        # direction u; MLP H -> 32 -> 1; the weights of the 4 numbers before it, H -> 4
+        return rows + hidden + (hidden * width + width) + (width + 1) + (hidden * count + count)
     return rows  # digits + [AGG]: only the [AGG] rows
 
 

@@ -1,0 +1,94 @@
+"""xVal's normalisation fitted on the training data, once, before anything is tokenized.
+
+An xVal [NUM] carries ``(x - xval_center) / xval_scale`` and only values within ``xval_clip`` of it; at the config's
+defaults (0 and 1) every number above 5 stays text and the regression head learns nothing. Where the user left both
+at those defaults and ``xval_fit`` names a method, `fit_xval` reads the numbers the tokenizer would write as [NUM]
+(every number that fits the digit places) in up to `SAMPLE_ROWS` training examples drawn across the data set, fits
+the two values (`numadapter.methods.xval.embedding.fit_normalization`), writes them on the trainer's own copy of the
+adapter config (`numadapter.training.head_choice.own_decision`) shared with the tokenizer, and into the built input
+module and head; the adapter saves them. A warning says what was read and fitted, and how to keep one's own.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+from numadapter.data.head_coverage import _measuring, sample_rows
+from numadapter.methods.xval.embedding import fit_normalization
+from numadapter.training.sampled import refuse_unsampled
+
+# the most training examples the values are read from (drawn at random across a larger data set)
+SAMPLE_ROWS = 2000
+# the prepared columns of number values (a causal row's; a sequence-to-sequence row's input and target)
+FIELDS = ("number_values", "labels_number_values")
+# a scale under which every number that fits the digit places is a [NUM] while the values are read
+_WIDE = {"xval_center": 0.0, "xval_scale": 1e300, "out_of_range": "text"}
+
+
+def fit_pending(config: Any) -> bool:
+    """Whether a trainer is to fit ``xval_center`` / ``xval_scale``: xVal, ``xval_fit`` set, both at 0.0 / 1.0."""
+    return (
+        getattr(config, "encoding", None) == "xval"
+        and getattr(config, "xval_fit", None) is not None
+        and (config.xval_center, config.xval_scale) == (0.0, 1.0)
+    )
+
+
+def fit_xval(model: Any, ntok: Any, dataset: Any, prepare: Any) -> tuple[float, float] | None:
+    """Fits and applies xVal's normalisation when `fit_pending` (see the module docstring).
+
+    Args:
+        model: the numadapter `PeftModel` being trained (its active adapter's config is the trainer's own copy).
+        ntok: its `NumberTokenizer`, bound to that copy.
+        dataset: the raw training data (a `datasets.Dataset`).
+        prepare: ``prepare(dataset, ntok) -> prepared rows`` (the trainer's `numadapter.data.prepare_dataset`).
+
+    Returns:
+        ``(center, scale)`` as fitted, or None where nothing was to fit (or the sample holds no number).
+
+    Raises:
+        ValueError: a stream or already tokenized data, where the values cannot be read across the set.
+    """
+    config = ntok.config
+    if not fit_pending(config):
+        return None
+    _refuse_unsampled(dataset)
+    rows = dataset.select(sample_rows(len(dataset), SAMPLE_ROWS))
+    prepared = prepare(rows, _measuring(ntok, _WIDE))
+    values = [v for row in prepared for field in FIELDS for v in row.get(field) or ()]
+    read = f"{len(rows)} of the {len(dataset)} training examples"
+    if not values:
+        warnings.warn(
+            f"xVal: no number of {read} fits int_digits={config.int_digits}, frac_digits={config.frac_digits}, so "
+            "xval_center and xval_scale stay 0 and 1 (values within 5 only). Widen the places or set them yourself.",
+            stacklevel=3,
+        )
+        return None
+    center, scale = fit_normalization(values, config.xval_fit, config.xval_clip)
+    model_config = model.peft_config[model.active_adapter]
+    for target in {id(config): config, id(model_config): model_config}.values():
+        target.xval_center, target.xval_scale = center, scale
+    modules = model.base_model.number_modules[model.active_adapter]
+    for module in (modules.embedding, modules.head):
+        if module is not None:
+            module.center, module.scale = center, scale
+    modules.restamp(model_config)  # the saved modules say what they were trained with
+    low, high = min(values), max(values)
+    warnings.warn(
+        f"xVal: fitted xval_center={center:.6g}, xval_scale={scale:.6g} ({config.xval_fit!r}) on the {len(values)} "
+        f"numbers of {read} (from {low:g} to {high:g}): a [NUM] carries (x - xval_center) / xval_scale, so values "
+        f"from {center - config.xval_clip * scale:.6g} to {center + config.xval_clip * scale:.6g} are numbers and "
+        "the rest stay text; saved with the adapter. Set xval_center / xval_scale yourself (or xval_fit=None) to "
+        "keep your own.",
+        stacklevel=3,
+    )
+    return center, scale
+
+
+def _refuse_unsampled(dataset: Any) -> None:
+    fix = (
+        "set xval_center and xval_scale on the NumberAdapterConfig (numadapter.methods.xval.embedding."
+        "fit_normalization fits them on values you choose), or pass the raw text data as a datasets.Dataset"
+    )
+    refuse_unsampled(dataset, "fits xVal's xval_center and xval_scale (xval_fit)", "the training numbers", fix)

@@ -1,0 +1,121 @@
+"""xVal's normalisation fitted by the trainers (``xval_fit``): on the numbers of the training data, written on the
+trainer's copy of the config, the tokenizer and the built modules, said in a warning, saved with the adapter; never
+over values the user set, never on the caller's config object, refused on a stream."""
+
+from __future__ import annotations
+
+import warnings
+
+import datasets
+import pytest
+import torch
+from helpers.adapter_cases import Store
+from helpers.training_cases import sft_args
+from transformers import Seq2SeqTrainingArguments
+
+from numadapter.config import NumberAdapterConfig
+from numadapter.mapping import get_peft_model
+from numadapter.methods.xval import fit_normalization
+from numadapter.tokenization import NumberTokenizer
+from numadapter.training.seq2seq import NumberSeq2SeqTrainer
+from numadapter.training.sft import NumberSFTTrainer
+
+TOKENIZER_OF = {"llama": "digits", "t5": "t5"}
+TARGETS = {"llama": ["q_proj", "v_proj"], "t5": ["q", "v"]}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Store:
+    return Store(str(tmp_path_factory.mktemp("xval_fit")))
+
+
+def miles(n: int = 24) -> datasets.Dataset:
+    rows = [{"prompt": f"Convert {10 * k + 5} miles to km:", "completion": f" {round((10 * k + 5) * 1.609344, 2)}"}
+            for k in range(n)]  # fmt: skip
+    return datasets.Dataset.from_list(rows)
+
+
+def values_of(data: datasets.Dataset) -> list[float]:
+    return [float(r[c].split()[-1].rstrip(":")) if c == "completion" else float(r[c].split()[1])
+            for r in data for c in ("prompt", "completion")]  # fmt: skip
+
+
+def build(store: Store, family: str = "llama", **settings):
+    config = NumberAdapterConfig(encoding="xval", int_digits=4, frac_digits=2, r=4, lora_alpha=8,
+                                 target_modules=TARGETS[family], **settings)  # fmt: skip
+    tokenizer = store.tokenizer(TOKENIZER_OF[family])
+    torch.manual_seed(0)
+    model = get_peft_model(store.base(family, tie=False, hidden=32), config, tokenizer=tokenizer)
+    return model, NumberTokenizer(tokenizer, config), config
+
+
+def fit_warnings(make) -> tuple[list[str], object]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        made = make()
+    return [str(w.message) for w in caught if str(w.message).startswith("xVal: ")], made
+
+
+@pytest.mark.parametrize("family", ["llama", "t5"])
+def test_the_trainer_fits_the_normalisation_on_the_training_numbers(store, tmp_path, family):
+    model, ntok, config = build(store, family)
+    data = miles()
+    assert ntok("Convert 65 miles to km: 104.61")["number_texts"] == []  # before: every value above 5 is text
+    if family == "t5":
+        args = Seq2SeqTrainingArguments(str(tmp_path / "out"), max_steps=1, report_to=[], save_strategy="no")
+        found, trainer = fit_warnings(lambda: NumberSeq2SeqTrainer(model=model, args=args, train_dataset=data,
+                                                                   processing_class=ntok))  # fmt: skip
+    else:
+        found, trainer = fit_warnings(lambda: NumberSFTTrainer(model=model, args=sft_args(tmp_path, max_steps=1),
+                                                               train_dataset=data, processing_class=ntok))  # fmt: skip
+    center, scale = fit_normalization(values_of(data), "absmax", 5.0)  # the largest value at the clip
+    own = model.peft_config["default"]
+    assert (own.xval_center, own.xval_scale) == (center, scale)
+    assert center == 0.0 and scale == pytest.approx(max(values_of(data)) / 5, rel=1e-6)  # float32, as stored
+    assert (config.xval_center, config.xval_scale) == (0.0, 1.0)  # the caller's object is left alone
+    assert trainer.processing_class is not None and ntok.config is own
+    modules = model.base_model.number_modules["default"]
+    assert (modules.embedding.center, modules.embedding.scale) == (center, scale)
+    assert (modules.head.center, modules.head.scale) == (center, scale)
+    assert ntok("Convert 65 miles to km: 104.61")["number_texts"] == ["65", "104.61"]
+    assert len(found) == 1 and f"xval_center=0, xval_scale={scale:.6g} ('absmax')" in found[0]
+    assert "on the 48 numbers of 24 of the 24 training examples (from 5 to " in found[0]
+    assert "xval_fit=None" in found[0]
+    if family == "llama":
+        trainer.train()
+        model.save_pretrained(tmp_path / "adapter")
+        from peft import PeftModel
+
+        loaded = PeftModel.from_pretrained(store.base(family, tie=False, hidden=32), tmp_path / "adapter")
+        saved = loaded.peft_config["default"]
+        assert (saved.xval_center, saved.xval_scale) == (center, scale)
+        assert loaded.base_model.number_modules["default"].head.scale == scale
+
+
+def test_values_the_user_set_are_kept_and_none_never_fits(store, tmp_path):
+    for settings in ({"xval_scale": 400.0}, {"xval_fit": None}):
+        model, ntok, _ = build(store, **settings)
+        args = sft_args(tmp_path, max_steps=1)
+        found, _ = fit_warnings(lambda m=model, t=ntok, a=args: NumberSFTTrainer(m, a, train_dataset=miles(),
+                                                                                 processing_class=t))  # fmt: skip
+        own = model.peft_config["default"]
+        assert found == [] and own.xval_scale == settings.get("xval_scale", 1.0) and own.xval_center == 0.0
+
+
+def test_standard_centres_on_the_mean_and_the_fit_decides_once(store, tmp_path):
+    model, ntok, _ = build(store, xval_fit="standard")
+    NumberSFTTrainer(model=model, args=sft_args(tmp_path, max_steps=1), train_dataset=miles(), processing_class=ntok)
+    own = model.peft_config["default"]
+    assert (own.xval_center, own.xval_scale) == fit_normalization(values_of(miles()), "standard", 5.0)
+    assert own.xval_center > 100
+    found, _ = fit_warnings(lambda: NumberSFTTrainer(model=model, args=sft_args(tmp_path, max_steps=1),
+                                                     train_dataset=miles(4), processing_class=ntok))  # fmt: skip
+    assert found == []  # fitted values are the adapter's: a second trainer on it keeps them
+
+
+def test_a_stream_is_refused_with_the_fix(store, tmp_path):
+    model, ntok, _ = build(store)
+    stream = miles().to_iterable_dataset()
+    with pytest.raises(ValueError, match=r"stream \(IterableDataset\).*set xval_center and xval_scale"):
+        NumberSFTTrainer(model=model, args=sft_args(tmp_path, max_steps=1), train_dataset=stream,
+                         processing_class=ntok)  # fmt: skip
