@@ -23,6 +23,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -189,7 +190,40 @@ ARMS: dict[str, Arm] = {
         {"number_lr_ratio": 10.0, "xval_scale": 4000.0},
         hypothesis="xVal + LoRA, number modules at 10x; values / 4000 so sums up to 20,000 fit the clip of 5",
     ),
+    "xval_context": Arm(
+        "xval",
+        1e-3,
+        {"number_lr_ratio": 10.0, "xval_scale": 4000.0, "xval_context_numbers": 4},
+        hypothesis="xVal whose head adds a combination of the 4 latest numbers, weights read from the hidden state: "
+        "a conversion or a rate is a weight to learn, not a magnitude the hidden state must carry to 1%",
+    ),
+    "xval_fitted_standard": Arm(
+        "xval",
+        1e-3,
+        {"number_lr_ratio": 10.0, "xval_fit": "standard", "xval_context_numbers": 4},
+        hypothesis="xval_context with the normalisation the trainer fits on the training numbers (mean and spread) "
+        "instead of the family's largest value / 5: values spread over the range the embedding tells apart",
+    ),
+    "xval_fitted": Arm(
+        "xval",
+        1e-3,
+        {"number_lr_ratio": 10.0, "xval_fit": "absmax", "xval_context_numbers": 4},
+        hypothesis="xval_context with the scale the trainer fits on the training numbers, zero kept at zero (largest "
+        "value / 5): a conversion stays a weight with no offset for the read-out to learn exactly",
+    ),
 }
+
+
+def within(answers: list[str], refs: list[str], share: float) -> float:
+    """The share of the answers whose last number is within `share` of the reference's (relative; a reference of 0
+    must be met exactly); an answer without a number counts as outside."""
+    from numadapter.evaluation import last_number
+
+    hits = 0
+    for answer, ref in zip(answers, refs):
+        got, want = last_number(answer), last_number(ref)
+        hits += got is not None and want is not None and abs(got - want) <= abs(want) * Decimal(str(share))
+    return hits / len(refs) if refs else float("nan")
 
 
 def task_rows(task: str, n: int, seed: int, exclude: set[str] | None = None) -> list[dict[str, str]]:
@@ -282,7 +316,8 @@ def run_arm(name: str, task: str, steps: int, eval_every: int, n_train: int, n_e
         answers = generate_answers(model, ntok, prompts, max_new_tokens, 100, progress=False)
         metrics = answer_metrics(answers, refs)
         point = {"step": step, "exact_match": metrics["exact_match"], "mae": metrics["mae"], "seconds": train_seconds,
-                 "mape": mape(answers, [last_number(r) for r in refs], which="last").value}  # fmt: skip
+                 "mape": mape(answers, [last_number(r) for r in refs], which="last").value,
+                 "within_1pct": within(answers, refs, 0.01)}  # fmt: skip
         curve.append(point)
         path.write_text(json.dumps({**settings, "curve": curve, "final": point, "complete": False}, indent=1))
         print(f"[{name}/{task}] step {step}: exact {point['exact_match']:.1%}, MAE {point['mae']:.1f}, "
@@ -319,6 +354,8 @@ def run_arm(name: str, task: str, steps: int, eval_every: int, n_train: int, n_e
     record = {**settings, "curve": curve, "final": curve[-1], "complete": True, "losses": losses,
               "wall_seconds": time.perf_counter() - started, "steps_done": trainer.state.global_step,
               "fone_head_in_use": getattr(ntok.config, "fone_head_in_use", None)}  # fmt: skip  # the trainer's choice
+    if arm.encoding == "xval":  # the normalisation trained with (fitted by the trainer where the arm left it)
+        record["xval_normalization"] = {"center": ntok.config.xval_center, "scale": ntok.config.xval_scale}
     if after_training is not None:
         record.update(after_training(model, ntok))
     path.write_text(json.dumps(record, indent=1))

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
+from eval_harness.suite.regression import fahrenheit_celsius, sst_rows
+
 Problem = tuple[str, str]
 
 
@@ -62,10 +64,11 @@ class Family:
         """The largest value a row may hold, over 5: every value / scale lies in [-5, 5]."""
         return 10.0**self.int_digits / 5.0
 
-    def arm_config(self, encoding: str) -> dict[str, float | int]:
-        """`NumberAdapterConfig` fields this family sets on an arm of `encoding` (the scale only for xVal)."""
+    def arm_config(self, encoding: str, fitted: bool = False) -> dict[str, float | int]:
+        """`NumberAdapterConfig` fields this family sets on an arm of `encoding` (the scale only for xVal, and not
+        where the arm lets the trainer fit it: `fitted`)."""
         fields: dict[str, float | int] = {"int_digits": self.int_digits, "frac_digits": self.frac_digits}
-        if encoding == "xval":
+        if encoding == "xval" and not fitted:
             fields["xval_scale"] = self.xval_scale
         return fields
 
@@ -570,6 +573,24 @@ FAMILIES: dict[str, Family] = {
             4,
             2,
             scoring="error",
+        ),
+        Family(
+            "fahrenheit_celsius",
+            "degrees Fahrenheit (32.0-999.9) to Celsius, rounded to 2 decimals; scored by error",
+            fahrenheit_celsius,
+            3,
+            2,
+            scoring="error",
+        ),
+        Family(
+            "sst_forecast",
+            "next month's sea surface temperature off Peru from the last 12 (NOAA, public domain; data/elnino); "
+            "scored by error",
+            None,
+            2,
+            2,
+            scoring="error",
+            load=sst_rows,
         ),
         Family(
             "gsm8k",

@@ -25,8 +25,9 @@ def _number(value: Any, pattern: str) -> str:
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, pattern)
 
 
-def _row(r: dict[str, Any], equations: bool = False) -> str:
-    """One arm's table row; with `equations` an "equations right" cell after the curve."""
+def _row(r: dict[str, Any], equations: bool = False, within: bool = False) -> str:
+    """One arm's table row; with `equations` an "equations right" cell after the curve, with `within` (a regression
+    family) the share of answers within 1% of the reference."""
     final = r["final"]
     curve = " / ".join(f"{p['exact_match']:.0%}" for p in r["curve"])
     budget = f"{r['seconds_budget']:g} s" if r.get("seconds_budget") else f"{r['steps']} steps"
@@ -35,6 +36,7 @@ def _row(r: dict[str, Any], equations: bool = False) -> str:
         f"{_number(final.get('mape'), '.2f')} | {_number(r.get('facts_retained'), '.0%')} | "
         f"{r.get('steps_done', final['step'])} | {final['seconds']:.0f} | {budget} | {curve} |"
         + (f" {_equations(r)} |" if equations else "")
+        + (f" {_number(final.get('within_1pct'), '.0%')} |" if within else "")
     )
 
 
@@ -65,9 +67,10 @@ def report(out: Path) -> str:
         equations = any("equations_share" in r for r in rows)
         lines += [f"## {name}", "", description + (" (ranked by MAPE)" if by_error else ""), "",
                   "| arm | exact match | MAE | MAPE % | facts retained | steps | training s | budget | curve |"
-                  + (" equations right |" if equations else ""),
-                  "|---|---|---|---|---|---|---|---|---|" + ("---|" if equations else "")]  # fmt: skip
-        lines += [_row(r, equations) for r in rows] + [""]
+                  + (" equations right |" if equations else "") + (" within 1% |" if by_error else ""),
+                  "|---|---|---|---|---|---|---|---|---|" + ("---|" if equations else "")
+                  + ("---|" if by_error else "")]  # fmt: skip
+        lines += [_row(r, equations, by_error) for r in rows] + [""]
     text = "\n".join(lines)
     out.mkdir(parents=True, exist_ok=True)
     (out / "README.md").write_text(text)

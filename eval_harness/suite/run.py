@@ -102,7 +102,8 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             after = _after_training(args, facts, unseen, rows[1], found.max_new_tokens, equations=found.equations)
             record = run_arm(arm, name, args.steps or STEP_CAP, args.eval_every, len(rows[0]), len(rows[1]),
                              args.batch, args.seed, base, args.out, args.note, None, rows=rows,
-                             config=found.arm_config(ARMS[arm].encoding), seconds=args.seconds,
+                             config=found.arm_config(ARMS[arm].encoding, "xval_fit" in ARMS[arm].config),
+                             seconds=args.seconds,
                              max_new_tokens=found.max_new_tokens, after_training=after,
                              chat=found.chat)  # fmt: skip
             records.append(record)

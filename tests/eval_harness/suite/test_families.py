@@ -83,6 +83,8 @@ def _answer(name: str, prompt: str) -> Decimal:
                                  .value))  # fmt: skip
     if name == "miles_km":
         return (d[0] * Decimal("1.609344")).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+    if name == "fahrenheit_celsius":
+        return ((d[0] - 32) * 5 / 9).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
     if name in ("worked_line", "sums_chat"):
         return _line(prompt) if name == "worked_line" else d[0] + d[1]
     if name == "worked_solution":
@@ -140,7 +142,9 @@ def _line(prompt: str) -> Decimal:
 
 def test_at_least_twelve_families_cover_the_issue():
     assert len(FAMILIES) >= 12
-    assert [f.name for f in FAMILIES.values() if f.scoring == "error"] == ["miles_km"]
+    assert [f.name for f in FAMILIES.values() if f.scoring == "error"] == [
+        "miles_km", "fahrenheit_celsius", "sst_forecast"
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", GENERATED)
