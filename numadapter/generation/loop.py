@@ -387,20 +387,15 @@ def decode_loop(
                 reader.observe(tokens, tracker.active)
             rows = [r for r in tracker.active if tokens[r] == num_id] if num_id is not None else []
             prediction = reader.predict(step.hidden, rows) if rows and step.hidden is not None else None
-            if prediction is not None and reader.digit_numbers is not None:  # fone_numbers="answers"
-                unformed = reader.unformed(prediction, rows, step.logits)
-                if unformed:  # the head forms no number there: the row writes it in digit tokens instead
+            if prediction is not None:  # rows whose number the head does not write: the LM writes it in digits
+                answers = reader.digit_numbers is not None  # fone_numbers="answers": the head forms no number there
+                left = reader.unformed(prediction, rows, step.logits) if answers else reader.without_context(rows)
+                if left:  # (xVal's head over the numbers before it: none to weigh)
                     digit_ids = getattr(reader.config, "digit_token_ids", None)
-                    chosen, tokens = _in_digits(step.logits, chooser, t, chosen, unformed, num_id, digit_ids)
-                    reader.digit_numbers.replace_last(unformed, tokens)
-                    rows = [r for r in rows if r not in unformed]
-                    prediction = reader.predict(step.hidden, rows) if rows else None
-            if prediction is not None and reader.digit_numbers is None:
-                blank = reader.without_context(rows)
-                if blank:  # xVal's head over the numbers before it has none to weigh: the LM writes digits
-                    digit_ids = getattr(reader.config, "digit_token_ids", None)
-                    chosen, tokens = _in_digits(step.logits, chooser, t, chosen, blank, num_id, digit_ids)
-                    rows = [r for r in rows if r not in blank]
+                    chosen, tokens = _in_digits(step.logits, chooser, t, chosen, left, num_id, digit_ids)
+                    if answers:
+                        reader.digit_numbers.replace_last(left, tokens)
+                    rows = [r for r in rows if r not in left]
                     prediction = reader.predict(step.hidden, rows) if rows else None
             numbers = reader.numbers(prediction, rows) if prediction is not None else {}
             for row, number in numbers.items():
