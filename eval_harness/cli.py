@@ -225,16 +225,10 @@ def _generate(args: argparse.Namespace, out: TextIO) -> None:
 
 
 def _settings(items: Sequence[str]) -> dict:
-    settings = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--set takes KEY=VALUE, got {item!r}: e.g. --set fone_head_input=linear.")
-        try:
-            settings[key] = json.loads(value)
-        except json.JSONDecodeError:
-            settings[key] = value
-    return settings
+    from numadapter.integrations.command_line import parse_setting
+
+    example = "fone_head_input=linear"
+    return dict(parse_setting(item, flag="--set", form="KEY=VALUE", example=example) for item in items)
 
 
 def _run(args: argparse.Namespace, out: TextIO) -> None:

@@ -19,7 +19,6 @@ quick start's tokenizer.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import re
@@ -32,18 +31,13 @@ def parse_settings(items: list[str]) -> dict[str, Any]:
     """``["r=64", "fone_projection=pad", 'target_modules=["q_proj"]']`` -> ``{"r": 64, "fone_projection": "pad", ...}``
 
     A value is read as JSON (numbers such as ``1e-3``, ``true``, lists, objects); anything that is not JSON is kept
-    as text. Raises ValueError for an item without ``=`` or with an empty name.
+    as text (`numadapter.integrations.command_line.parse_setting`). Raises ValueError for an item without ``=`` or
+    with an empty name.
     """
-    settings: dict[str, Any] = {}
-    for item in items:
-        name, sep, raw = item.partition("=")
-        if not sep or not name.strip():
-            raise ValueError(f"--set {item!r} must look like name=value (a NumberAdapterConfig field), e.g. r=64.")
-        try:
-            settings[name.strip()] = json.loads(raw)
-        except json.JSONDecodeError:
-            settings[name.strip()] = raw
-    return settings
+    from numadapter.integrations.command_line import parse_setting
+
+    form = "name=value (a NumberAdapterConfig field)"
+    return dict(parse_setting(item, flag="--set", form=form, example="r=64") for item in items)
 
 
 def _random_base(spec: str, out: str) -> str:

@@ -23,7 +23,7 @@ Public API (everything else lives in submodules):
 The package is imported lazily (PEP 562): ``import numadapter`` loads none of torch, transformers, PEFT, TRL,
 DeepSpeed or bitsandbytes; each public name imports its module on first use, and ``numadapter.<submodule>`` works
 as an attribute too. Registration with PEFT still happens before any PEFT model is built or loaded: it runs as soon
-as PEFT is imported, by anyone (`numadapter.tuner.peft_import_hook`).
+as PEFT is imported, by anyone (`numadapter.integrations.import_hooks`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import importlib
 import importlib.util
 from typing import TYPE_CHECKING, Any
 
-from numadapter.tuner import peft_import_hook
+from numadapter.integrations import import_hooks
 
 if TYPE_CHECKING:  # what the lazy names resolve to, for type checkers and IDEs
     from numadapter.checkpoints import convert_gguf, smollm2_path
@@ -139,4 +139,4 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
 
-peft_import_hook.install()  # register with PEFT now if it is imported, else as soon as it is
+import_hooks.install()  # register with PEFT now if it is imported, else as soon as it is

@@ -14,11 +14,11 @@ from typing import Literal
 
 from peft import LoraConfig
 
+from numadapter.integrations.peft_type import config_peft_type
 from numadapter.methods.fone.answer_mode import POINTER_NUMBERS
 from numadapter.methods.registry import BUILTIN, get_method, known_methods, unknown_encoding_message
 from numadapter.ntl.vocab import KINDS as NTL_KINDS
 from numadapter.numbers import find_numbers
-from numadapter.tuner.peft_type import config_peft_type
 
 FONE_PROJECTIONS = ("linear", "pad")
 FONE_HEAD_INPUTS = ("linear", "slice", "rotation", "context")
@@ -55,6 +55,54 @@ LEGACY_DEFAULTS = {
     "xval_context_numbers": 0,
     "xval_fit": None,
 }
+
+
+# Who reads a number field besides the adapter's own modules. Every list of fields derives from this table
+# (`fields_with`): the NumberTokenizer's saved settings, the fields a tokenizer must share with the adapter, and the
+# settings stamp of a saved adapter.
+TOKENIZER = "tokenizer"  # saved with a NumberTokenizer (number_tokenizer_config.json), which applies it when encoding
+MATCHED = "matched"  # the side tensors depend on it: a tokenizer must agree with the adapter
+ANSWERS = "answers"  # FoNE: which numbers become [NUM]; compared when either side writes only the head's answers
+BOUND_ID = "bound_id"  # a token id recorded when the config is bound to a tokenizer; compared once set
+STAMPED = "stamp"  # the number modules, the [NUM] rows and the resize depend on it (`numadapter.tuner.integrity`)
+FIELD_ROLES: dict[str, tuple[str, ...]] = {
+    "encoding": (TOKENIZER, MATCHED, STAMPED),
+    "int_digits": (TOKENIZER, MATCHED, STAMPED),
+    "frac_digits": (TOKENIZER, MATCHED, STAMPED),
+    "num_token": (TOKENIZER,),
+    "agg_token": (TOKENIZER,),
+    "aggregate": (TOKENIZER, MATCHED, STAMPED),
+    "sign_policy": (TOKENIZER, MATCHED, STAMPED),
+    "out_of_range": (TOKENIZER,),
+    "fone_bases": (STAMPED,),
+    "fone_projection": (STAMPED,),
+    "fone_head_input": (STAMPED,),
+    "fone_context_numbers": (TOKENIZER, ANSWERS),
+    "fone_context_pointer": (TOKENIZER, ANSWERS),
+    "fone_numbers": (TOKENIZER, ANSWERS),
+    "fone_context_products": (TOKENIZER, ANSWERS),
+    "fone_digit_answers": (TOKENIZER,),
+    "fone_head_copies": (TOKENIZER,),
+    "fone_head_in_use": (TOKENIZER, ANSWERS),
+    "fone_head_target": (STAMPED,),
+    "xval_form": (STAMPED,),
+    "xval_center": (TOKENIZER, STAMPED),
+    "xval_scale": (TOKENIZER, STAMPED),
+    "xval_clip": (TOKENIZER,),
+    "xval_head_hidden": (STAMPED,),
+    "num_token_id": (BOUND_ID, STAMPED),
+    "agg_token_id": (BOUND_ID, STAMPED),
+    "digit_token_ids": (BOUND_ID, STAMPED),
+    "original_vocab_size": (STAMPED,),
+    "resized_vocab_size": (STAMPED,),
+    "base_hidden_size": (STAMPED,),
+}
+
+
+def fields_with(role: str) -> tuple[str, ...]:
+    """The config fields `FIELD_ROLES` gives `role` (`TOKENIZER`, `MATCHED`, `ANSWERS`, `BOUND_ID`, `STAMPED`), in
+    declaration order."""
+    return tuple(name for name, roles in FIELD_ROLES.items() if role in roles)
 
 
 def with_legacy_defaults(saved: dict) -> dict:
@@ -185,10 +233,10 @@ class NumberAdapterConfig(LoraConfig):
             exact features of the last `fone_context_numbers` numbers in the text (learned coefficients -1, 0 or
             +1 each), so sums and differences of numbers already written come out exact; needs
             fone_head_target="feature"; on T5 the numbers are the encoder's, then the decoder's up to the position
-            (numadapter's own; see `numadapter.methods.fone.head`). The default because
-            on the real SmolLM2-135M it is the only head that learns arithmetic: 100% exact match on held-out 3-4
-            digit addition after 25 steps of batch 32, where the linear head stays at 0% after 200
-            (`eval_harness/results/pretrained_study`).
+            (numadapter's own; see `numadapter.methods.fone.head`). The default because the answer's digits then
+            come from the exact values of the numbers in the text, which a pretrained base does not carry intact to
+            the answer position; the read-out heads must rebuild them from the hidden state and, on a pretrained
+            base under an adapter, do not learn arithmetic (docs/results.md).
         fone_context_numbers (`int`, defaults to None): with fone_head_input="context", how many of the latest
             numbers at or before a position the head may combine (1 to 6: the head scores all 3^K combinations; up
             to 16 with fone_context_pointer). None: 4, or 16 with the pointer; a trainer may turn the pointer on
@@ -203,9 +251,9 @@ class NumberAdapterConfig(LoraConfig):
             and a causal LM. `"all"`: every in-range number of the text. `"auto"` (the default): `"answers"` on a
             causal LM with the context head, `"all"` on an encoder-decoder (T5) or with another head; the
             architecture is known once `get_peft_model` sets ``task_type`` (`numadapter.methods.fone.answer_mode`).
-            The default since round 6: on the task suite (`eval_harness/results/suite`) the head helps where it
-            forms the answer (sums, products, powers of ten) and the LM keeps what LoRA on digits does elsewhere,
-            where `"all"` wrote every number through the head and lost everything it cannot form.
+            `"answers"` is the causal-LM default because the head then writes only what it forms exactly (sums,
+            products, powers of ten) and the LM writes every other number in digits as LoRA on digits would; with
+            `"all"` every number goes through the head, which gets wrong whatever it cannot form.
         fone_context_products (`bool`, defaults to None): with fone_head_input="context", the head may also write
             the product of two of its context numbers, or the quotient of one by another where it is exact and
             fits the digit places (``a * b``, ``x * 1000``, ``x / 100``), computed exactly in integers
@@ -226,30 +274,33 @@ class NumberAdapterConfig(LoraConfig):
         fone_context_pointer (`bool`, defaults to None): with fone_head_input="context", True chooses each of the
             last `fone_context_numbers` numbers (up to 16) by its own hidden state (the key at its position) and the
             answer's, so the head reaches numbers far back among others (a ledger's opening balance after an id, a
-            date and list numbers); its coefficients are trained on the combination with the fewest terms that
-            forms each answer (`numadapter.methods.fone.pointer`). False: the coefficients of the last K numbers
-            come from the answer's hidden state alone, scored over all 3^K combinations. None: False, except that
-            `NumberSFTTrainer` in answers mode turns it on (K = 16) where the last K numbers form under
-            `fone_head_min_share` of the training answers and the pointer forms at least that share.
+            date and list numbers); its coefficients stay latent, trained on the total probability of the
+            combinations that form each answer exactly (`numadapter.methods.fone.pointer`). False: the coefficients
+            of the last K numbers come from the answer's hidden state alone, scored over all 3^K combinations.
+            None: False, except that `NumberSFTTrainer` in answers mode turns it on (K = 16) where the last K
+            numbers form under `fone_head_min_share` of the training answers and the pointer forms at least that
+            share.
         fone_head_min_share (`float`, defaults to 0.5): in answers mode, the least share of the training answers
             that the head must form (sums, differences, products, quotients of the numbers before them; copies
-            excluded) for `NumberSFTTrainer` to use it, measured on the first 2,000 training examples. Below it the
+            excluded) for `NumberSFTTrainer` to use it, measured on up to 2,000 training examples drawn across the
+            data set (`numadapter.training.sampled.SAMPLE_ROWS`). Below it the
             trainer sets ``fone_head_in_use=False``: the adapter then trains and writes every number in the base's
             digit tokens, exactly as LoRA on digits does, so data the head cannot help with cannot be hurt by it
-            (the task suite: words, unit conversions, max / min, regression). Where the head forms only some of
-            the answers (a ledger, expressions: 21-31%), the LM trained beside it wrote its own digit answers worse
-            than LoRA (a place short), so the mean error rose although the head's answers were right: the head
-            must write at least half. 0 always uses the head.
+            (words, unit conversions, max / min, regression). Where the head forms only a minority of the
+            answers, the LM trained beside it writes its own digit answers worse than LoRA on digits would, so the
+            mean error can rise although the head's answers are right; hence the default of half. 0 always uses
+            the head.
         fone_head_min_confidence (`float`, defaults to 0.0): in answers mode, the least confidence
             (`numadapter.methods.GeneratedNumber.confidence`: the chosen combination's probability times the fit of
             its digits) at which generation lets the head write a number; below it the number is written in digit
-            tokens, as one the head does not form. On the task suite (round 8) it did not separate the head's
-            wrong answers from its right ones (a ledger balance of 868 for 10371 at 0.69, right ones 0.53-0.82).
+            tokens, as one the head does not form. 0.0 never falls back. The confidence does not reliably separate
+            the head's wrong answers from its right ones (a wrong combination can score as high as right ones), so
+            a threshold costs right answers too.
         fone_head_digit_check (`int`, defaults to 0): in answers mode, k > 0 lets generation write a number with the
             head only where its first digit is among the LM's k likeliest digit tokens at that step (a negative
             number is not checked); otherwise the LM writes it in digits. A wrong combination of the numbers before
-            the answer is off by the size of the answer (a ledger balance of 868 for 10371, which k=2 stopped); the
-            check also stops right answers where the LM's own digits are poor (expressions: 12% -> 7% at k=2).
+            the answer is typically off by the size of the answer, so its first digit is one the LM would not
+            write; the check also stops right answers where the LM's own digits are poor. 0 turns it off.
         fone_head_in_use (`bool`, defaults to None): in answers mode, whether the head writes numbers. None (not
             decided: a model never trained by `NumberSFTTrainer`) and True use it; False writes no [NUM]: the
             tokenizer keeps every answer in digits and the model's [NUM] logit is -inf (training, `generate`,
@@ -262,10 +313,8 @@ class NumberAdapterConfig(LoraConfig):
             Definition 3.7). The feature of a sum is a rotation of the operands' features, which a network
             computes smoothly, whereas the paper's target jumps at every carry (19.999 must give tens digit 1,
             not 2). Both use the same cross-entropy over the ten digits and the same parameters. The default is
-            "feature" because it beat the paper's head on every table measured (`eval_harness`, 6-digit decimal
-            addition: 100% against 83-88% exact match at 3,200 examples on three seeds; 100% against 90% on
-            Table 6 models 2-3; 97.3% against 68.8% on a short budget; adapter regime mean absolute error 24.6
-            against 34.1). Set "digit" for the paper's head.
+            "feature" because that smooth target is learnt with less data and fewer steps than the paper's
+            (docs/results.md, "Why the head target matters"). Set "digit" for the paper's head.
 
     xVal:
         xval_form (`str`, defaults to `"auto"`): `"multiplicative"`: e[NUM] * x (paper). `"affine"`:
@@ -299,10 +348,9 @@ class NumberAdapterConfig(LoraConfig):
             added to the LM cross-entropy.
         head_loss_trains_lm (`bool`, defaults to True): whether the head loss's gradient flows into the hidden
             state it reads, so into LoRA and the trained rows. False detaches the hidden state at the head's
-            targets: the head learns from the LM's states, and only the LM's cross-entropy trains the LM. Measured
-            in answers mode (round 7): after the suite's sums, 24 base-known facts of 40 kept detached against 19
-            attached, but the quick start, detached, fell from 100% to 94% between its last two scores (attached
-            99.5%, with 24 facts kept against LoRA on digits' 16), so the default stays True.
+            targets: the head learns from the LM's states, and only the LM's cross-entropy trains the LM.
+            Detaching can keep more of what the base knew, but the head's accuracy then holds less well late in
+            training, so the default is True.
         ntl_weight (`float`, defaults to 0.0): weight of the Number Token Loss added to the loss (0 disables). Not
             applied to FoNE's context head (the trainers warn; docs/guide.md, "Number Token Loss on a plain trainer").
         ntl_kind (`str`, defaults to `"was"`): NTL variant: `"was"`, `"was-cdf"`, `"mse"`, `"mae"`, `"huber"`,
@@ -339,9 +387,9 @@ class NumberAdapterConfig(LoraConfig):
         token_rows_lr_ratio (`float`, defaults to None): the learning rate of the trained token rows ([NUM],
             [AGG], EOS) alone, as a multiple of LoRA's. None: ``number_lr_ratio``, except for a FoNE adapter whose
             head the trainer left out (``fone_head_in_use=False``), whose rows train at LoRA's rate as LoRA on
-            digits trains its EOS row. (With the rows at 10x, the EOS row moved the LM away from what LoRA on digits
-            learns even where no answer is a [NUM]; at 1x with the head in use, the [NUM] row learned too slowly for
-            the ledger: the task suite, arm ``fone_tool_rows1``.)
+            digits trains its EOS row. (At the number modules' larger rate the EOS row moves the LM away from what
+            LoRA on digits learns even where no answer is a [NUM]; at LoRA's rate with the head in use, the [NUM]
+            row learns too slowly.)
 
     Model binding (filled by `numadapter.get_peft_model(..., tokenizer=...)`; set them yourself only when calling
     `peft.get_peft_model` directly; saved with the adapter so loading re-applies the same resize):

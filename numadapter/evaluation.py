@@ -5,6 +5,7 @@
 - `AnswerMetrics`: the same as a trainer's ``compute_metrics`` (`numadapter.AnswerMetrics`; the trainers generate the
   answers for the eval prompts).
 - `generate_answers`: greedy completions of many prompts with `numadapter.generate`, in batches.
+- `facts_kept`: how many facts a base knew (`numadapter.data.known_facts`) a trained adapter still answers.
 
 Used by the trainers' evaluation, ``numadapter eval`` (`numadapter.app.commands`) and the quick start. torch and the
 generation code are imported only inside `generate_answers`.
@@ -107,3 +108,15 @@ def generate_answers(
         result = generate(model, ntok, chunk, max_new_tokens=max_new_tokens, return_dict=True)
         out.extend(result.completions)
     return out
+
+
+def facts_kept(model: Any, ntok: Any, known: Sequence[tuple[str, str]], batch_size: int = 32) -> tuple[int, list[str]]:
+    """How many of the `known` facts a trained adapter still answers (first generated number == the answer), with
+    its greedy continuation of each prompt (`generate_answers`, 8 new tokens)."""
+    from numadapter.data.known_facts import first_number
+
+    if not known:
+        return 0, []
+    answers = generate_answers(model, ntok, [p for p, _ in known], 8, batch_size, progress=False)
+    kept = sum(first_number(got) == Decimal(answer) for got, (_, answer) in zip(answers, known))
+    return kept, answers

@@ -308,7 +308,8 @@ def read_number_config(path: str | os.PathLike) -> tuple[Any, dict[str, Any]]:
             f"No {NUMBER_CONFIG_NAME} in {os.fspath(path)!r}: this is not a numadapter export (write one with "
             "numadapter.export.export_merged or `numadapter export`)."
         )
-    from numadapter.export_files import REEXPORT, read_json
+    from numadapter.export_files import REEXPORT
+    from numadapter.json_file import read_json
 
     info = read_json(file, f"copy the complete export directory, or {REEXPORT}")
     if not isinstance(info, dict) or not isinstance(info.get("number_config"), dict):

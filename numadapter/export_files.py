@@ -32,6 +32,8 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any
 
+from numadapter.json_file import read_json
+
 MARKER = "number_config.json"  # present in every numadapter export
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt")
 REEXPORT = "export again with numadapter.export_merged (or `numadapter export`) into a new directory"
@@ -129,17 +131,6 @@ def safetensors_problem(path: str) -> str | None:
     if size != expected:
         return f"it is {size} bytes long, its header describes {expected} bytes (truncated or appended to)"
     return None
-
-
-def read_json(path: str, fix: str) -> Any:
-    """`json.load` of `path`; `FileNotFoundError` / `ValueError` naming the file and `fix`."""
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"{path} does not exist: {fix}.")
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path} is not valid JSON ({exc}): the file is truncated or damaged; {fix}.") from exc
 
 
 def check_export_files(path: str, info: dict[str, Any]) -> None:

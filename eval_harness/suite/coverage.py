@@ -25,7 +25,8 @@ def family_coverage(name: str, tokenizer: Any, n: int = 200, seed: int = 0) -> d
     import datasets
 
     from numadapter import NumberAdapterConfig, NumberTokenizer, prepare_dataset
-    from numadapter.data.head_coverage import POINTER_SETTINGS, head_coverage, head_share
+    from numadapter.data.head_coverage import head_coverage, head_share
+    from numadapter.methods.fone.answer_mode import POINTER_SETTINGS
 
     found = FAMILIES[name]
     config = NumberAdapterConfig(encoding="fone", int_digits=found.int_digits, frac_digits=found.frac_digits,

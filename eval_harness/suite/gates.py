@@ -17,23 +17,21 @@ GATES = {"fone_head_min_confidence": float, "fone_head_digit_check": int}
 
 def parse_settings(text: str) -> list[dict[str, Any]]:
     """``"fone_head_digit_check=0;fone_head_digit_check=2,fone_head_min_confidence=0.5"`` -> one dict per setting
-    (``;`` between settings, ``,`` between the fields of one; every field not named is 0)."""
+    (``;`` between settings, ``,`` between the fields of one; every field not named is 0; each field read by
+    `numadapter.integrations.command_line.parse_setting` with its type in `GATES`)."""
+    from numadapter.integrations.command_line import parse_setting
+
     settings = []
     for part in (p.strip() for p in text.split(";")):
         if not part:
             continue
         setting = dict.fromkeys(GATES, 0)
         for item in part.split(","):
-            name, _, value = item.partition("=")
-            name = name.strip()
-            if name not in GATES:
-                raise argparse.ArgumentTypeError(
-                    f"unknown gate {name!r} in {text!r}: use {' or '.join(GATES)}, e.g. fone_head_digit_check=2."
-                )
-            try:
-                setting[name] = GATES[name](value)
-            except ValueError as error:
-                raise argparse.ArgumentTypeError(f"{item!r} needs a number: e.g. {name}=1.") from error
+            name, value = parse_setting(
+                item, GATES, flag="--gate-sweep", form="gate=number", example="fone_head_digit_check=2",
+                error=argparse.ArgumentTypeError,
+            )  # fmt: skip
+            setting[name] = value
         settings.append(setting)
     return settings
 

@@ -2,9 +2,9 @@
 
 Commands (``numadapter COMMAND --help`` shows each one's options):
     numadapter quickstart [--model PATH] [--out DIR] [--tiny] [--steps N | --seconds S]
-        offline: builds a small local base model, fine-tunes FoNE + LoRA and a LoRA-only baseline on addition,
-        prints a before/after table, exports the merged model, reloads it and generates
-        (`numadapter.app.quickstart`).
+        offline, on the installed SmolLM2-135M (``--model PATH`` another, ``--tiny`` a toy Llama built here):
+        fine-tunes FoNE + LoRA and a LoRA-only baseline on addition, prints a before/after table, exports the
+        merged model, reloads it and generates (`numadapter.app.quickstart`).
     numadapter train --config RECIPE.yaml [section.key=value ...]
         trains the recipe's adapter (`numadapter.app.commands.train`); launch it with ``accelerate launch`` /
         ``torchrun`` for many processes: ``accelerate launch --config_file recipes/accelerate/zero3.yaml

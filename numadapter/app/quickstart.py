@@ -377,7 +377,8 @@ def run_quickstart(
 def _run(model: str | None, out: str | None, spec: TinySpec, seed: int, print_fn: PrintFn, start: float) -> dict:
     import torch
 
-    from numadapter.data.known_facts import FACTS, facts_kept, known_facts
+    from numadapter.data.known_facts import FACTS, known_facts
+    from numadapter.evaluation import facts_kept
 
     with tempfile.TemporaryDirectory() as tmp:
         root = out or tmp

@@ -40,6 +40,7 @@ from enum import Enum
 from typing import Any
 
 from numadapter.config import NumberAdapterConfig
+from numadapter.integrations.command_line import parse_setting
 from numadapter.methods.registry import known_methods, unknown_encoding_message
 
 SECTIONS = ("model", "data", "adapter", "training", "eval", "export")
@@ -411,17 +412,19 @@ class Recipe:
 def parse_overrides(overrides: Sequence[str]) -> dict[str, dict[str, Any]]:
     """``["training.max_steps=5", "adapter.r=8"]`` -> ``{"training": {"max_steps": 5}, "adapter": {"r": 8}}``.
 
-    Values are parsed as YAML. Raises `RecipeError` for a malformed override or an unknown section.
+    Values are parsed as YAML (`load_yaml`; an empty value is None) by
+    `numadapter.integrations.command_line.parse_setting`. Raises `RecipeError` for a malformed override or an unknown
+    section.
     """
     out: dict[str, dict[str, Any]] = {}
+    form, example = f"section.key=value with section one of {list(SECTIONS)}", "training.max_steps=10"
     for item in overrides:
-        key, sep, raw = item.partition("=")
-        section, dot, name = key.strip().partition(".")
-        if not sep or not dot or not name:
-            raise RecipeError(
-                f"override {item!r} must look like section.key=value (e.g. training.max_steps=10), with section one "
-                f"of {list(SECTIONS)}."
-            )
+        key, value = parse_setting(
+            item, _override_value, flag="override", form=form, example=example, error=RecipeError
+        )
+        section, dot, name = key.partition(".")
+        if not dot or not name:
+            raise RecipeError(f"override {item!r} must look like {form}, e.g. {example}.")
         if section not in SECTIONS:
             raise RecipeError(f"override {item!r}: unknown section {section!r}; sections: {list(SECTIONS)}.")
         if "." in name:
@@ -429,8 +432,12 @@ def parse_overrides(overrides: Sequence[str]) -> dict[str, dict[str, Any]]:
                 f"override {item!r}: nested keys are not supported; give the whole value, e.g. "
                 f"{section}.{name.split('.')[0]}={{key: value}}."
             )
-        out.setdefault(section, {})[name] = load_yaml(raw) if raw.strip() else None
+        out.setdefault(section, {})[name] = value
     return out
+
+
+def _override_value(raw: str) -> Any:
+    return load_yaml(raw) if raw.strip() else None
 
 
 def build_recipe(data: Mapping[str, Any], source: str | None = None) -> Recipe:

@@ -4,13 +4,12 @@ The context head (``fone_head_input="context"``, `numadapter.methods.fone.head`)
 ``u * prod_k z_k^(c_k)`` over the last K numbers before it, with ``c`` in ``{-1, 0, +1}^K``: exactly a sum or
 difference of some of them (a copy is one term), or else its linear read-out ``u``, which does not learn exact numbers
 on a pretrained base (docs/results.md). So the share of a data set's answers that are such a combination says, before
-any training, whether the head can help: on sums of numbers in the text it wins (100% against 4% for LoRA on digits
-on SmolLM2-135M); on a x1000 unit conversion, which no combination forms, it lost (3.5% against 62%).
+any training, whether the head can help: it does where answers are sums of numbers in the text, and not where no
+combination forms them (a x1000 unit conversion).
 
 - `combination_of`: the coefficients that form a target from context values, or None.
-- `fixed_point`, `formable`, `answers_mode`: what ``fone_numbers="answers"`` uses (`NumberTokenizer` writes an
-  answer as [NUM] only when `formable`): a number's fixed-point integer, whether a combination with at least one
-  term forms a target, and whether a config writes only such answers as [NUM].
+- `fixed_point`, `formable`: what ``fone_numbers="answers"`` uses (`NumberTokenizer` writes an answer as [NUM] only
+  when `formable`): a number's fixed-point integer, and whether a combination with at least one term forms a target.
 - `head_share`, `count_answers`: over a sample of raw training data, how many answers the tokenizer writes as [NUM]
   in answers mode, and how many answers there are (where they are written as equations, each equation's result:
   `numadapter.tokenization.equations`), with those the config's number places cannot hold.
@@ -29,14 +28,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from numadapter.methods.fone.answer_mode import POINTER_NUMBERS, fone_numbers_in_effect
 from numadapter.methods.fone.wrapping import place_integer
 from numadapter.numbers import ExactNumber
 from numadapter.schema import KIND_FIELD, LABEL_PREFIX, MARKER_KIND, POSITIONS_FIELD
 
 __all__ = [
-    "POINTER_SETTINGS", "Answers", "Coverage", "answers_mode", "combination_of", "count_answers", "fixed_point",
-    "formable", "head_coverage", "head_share", "sample_rows", "warn_uncovered",
+    "Answers", "Coverage", "combination_of", "count_answers", "fixed_point", "formable", "head_coverage", "head_share",
+    "measuring_copy", "sample_rows", "warn_uncovered",
 ]  # fmt: skip
 
 # the places answers are counted at (`count_answers`): every number a text is likely to write
@@ -45,10 +43,6 @@ WIDE_PLACES = (40, 20)
 UNCOVERED_WARNING_SHARE = 0.1
 # contexts longer than this are searched by halves (`_combination_by_halves`), shorter ones term by term
 SEARCHED_DIRECTLY = 6
-# the config fields of the pointer head (`numadapter.methods.fone.pointer`), as `NumberSFTTrainer` turns it on
-POINTER_SETTINGS = {
-    "fone_context_pointer": True, "fone_context_numbers": POINTER_NUMBERS, "fone_context_products": False,
-}  # fmt: skip
 
 
 def combination_of(context: Sequence[int], target: int, min_terms: int = 0) -> tuple[int, ...] | None:
@@ -120,13 +114,6 @@ def formable(context: Sequence[int], target: int) -> bool:
     read-out alone, which is not exact (so a 0 with no 0 or pair of equal numbers before it is not formable).
     """
     return combination_of(context, target, min_terms=1) is not None
-
-
-def answers_mode(config: Any) -> bool:
-    """Whether `config` (a `NumberAdapterConfig`) writes only formable answers as [NUM] (``encoding="fone"``,
-    ``fone_numbers="answers"``, or ``"auto"`` on a causal LM: `numadapter.config.fone_numbers_in_effect`) and leaves
-    every other number in the base tokenizer's digit tokens."""
-    return config.encoding == "fone" and fone_numbers_in_effect(config) == "answers"
 
 
 def head_coverage(dataset: Any, count: int, limit: int = 2000) -> Coverage:
@@ -203,7 +190,7 @@ def head_share(
         answers: the sample's `count_answers` where the caller has it already (it is not counted again).
     """
     rows = dataset.select(sample_rows(len(dataset), sample, seed))
-    formed = sum(1 for _ in _trained_markers(prepare(rows, _measuring(ntok, settings))))
+    formed = sum(1 for _ in _trained_markers(prepare(rows, measuring_copy(ntok, settings))))
     if answers is None:
         answers = count_answers(dataset, ntok, prepare, sample, seed).answers
     return formed, answers
@@ -230,7 +217,9 @@ def count_answers(dataset: Any, ntok: Any, prepare: Any, sample: int = 2000, see
     """The answers of `sample_rows` of the raw `dataset` as `head_share` counts them, each a [NUM] whether the
     head forms it or not, at `WIDE_PLACES` so that a number the config's places cannot hold is counted too
     (`Answers`). Arguments as `head_share`'s."""
-    measuring = _measuring(ntok, {"int_digits": WIDE_PLACES[0], "frac_digits": WIDE_PLACES[1], "out_of_range": "text"})
+    measuring = measuring_copy(
+        ntok, {"int_digits": WIDE_PLACES[0], "frac_digits": WIDE_PLACES[1], "out_of_range": "text"}
+    )
     measuring._every_answer = True  # every answer a [NUM], formed or not
     measuring._cache = {}  # the rows cached at the config's places do not hold at these
     rows = dataset.select(sample_rows(len(dataset), sample, seed))
@@ -243,7 +232,7 @@ def count_answers(dataset: Any, ntok: Any, prepare: Any, sample: int = 2000, see
     return Answers(answers, beyond, ints, fracs)
 
 
-def _measuring(ntok: Any, settings: dict[str, Any] | None) -> Any:
+def measuring_copy(ntok: Any, settings: dict[str, Any] | None) -> Any:
     """A copy of `ntok` on a copy of its config with no answer kept in digits on purpose, the head in use and
     `settings` over it."""
     measuring = copy.copy(ntok)

@@ -3,8 +3,8 @@
 A number adapter must not cost what the base already knew (the task suite's ``facts`` retention, the quick start's
 last lines). `FACTS` is a hand-written list of prompts whose next words are a number (units, constants, dates,
 conversions; a few with numbers in the prompt that the answer neither repeats nor sums). `base_answers` completes
-prompts greedily with a plain base model (no adapter), `known_facts` keeps the facts it answers right, and
-`facts_kept` counts how many of those a trained adapter still answers (through `numadapter.generate`).
+prompts greedily with a plain base model (no adapter), `known_facts` keeps the facts it answers right;
+`numadapter.evaluation.facts_kept` counts how many of those a trained adapter still answers.
 
 Every check reads the FIRST number of a completion: a base goes on writing after the answer ("60. There are 24 hours
 in a day"), so its last number is not its answer.
@@ -14,9 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from decimal import Decimal
-from typing import Any
 
-__all__ = ["FACTS", "base_answers", "facts_kept", "first_number", "known_facts"]
+__all__ = ["FACTS", "base_answers", "first_number", "known_facts"]
 
 FACTS: list[tuple[str, str]] = [
     ("The number of minutes in an hour is", "60"),
@@ -184,15 +183,3 @@ def known_facts(base: str, facts: Sequence[tuple[str, str]] = FACTS, complete=ba
     """
     answers = complete(base, [prompt for prompt, _ in facts])
     return [(p, a) for (p, a), got in zip(facts, answers) if first_number(got) == Decimal(a)]
-
-
-def facts_kept(model: Any, ntok: Any, known: Sequence[tuple[str, str]], batch_size: int = 32) -> tuple[int, list[str]]:
-    """How many of the `known` facts a trained adapter still answers (first generated number == the answer), with
-    its greedy continuation of each prompt (`numadapter.evaluation.generate_answers`, 8 new tokens)."""
-    from numadapter.evaluation import generate_answers
-
-    if not known:
-        return 0, []
-    answers = generate_answers(model, ntok, [p for p, _ in known], 8, batch_size, progress=False)
-    kept = sum(first_number(got) == Decimal(answer) for got, (_, answer) in zip(answers, known))
-    return kept, answers

@@ -43,7 +43,7 @@ from typing import Any
 
 from numadapter.data.checks import first_example, require_examples, warn_cut_examples
 from numadapter.data.collator import safe_slice
-from numadapter.data.head_coverage import answers_mode
+from numadapter.methods.fone.answer_mode import answers_mode
 from numadapter.methods.registry import get_method
 from numadapter.numbers import find_numbers
 from numadapter.schema import (

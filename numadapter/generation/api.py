@@ -44,13 +44,13 @@ from typing import Any
 
 import torch
 
-from numadapter.data.head_coverage import answers_mode
 from numadapter.generation.core import LoopSettings, adapter_parts, loop_settings, run_loop, special_ids
 from numadapter.generation.eval_mode import evaluating
 from numadapter.generation.loop import AdapterParts
 from numadapter.generation.prompts import encode_prompts
 from numadapter.generation.sampling import sampling_settings
 from numadapter.methods.base import GeneratedNumber
+from numadapter.methods.fone.answer_mode import answers_mode
 from numadapter.numbers import ExactNumber, find_numbers
 from numadapter.tokenization.matching import check_tokenizer_matches
 from numadapter.tokenization.tokenizer import NumberTokenizer

@@ -14,7 +14,6 @@ from typing import Any
 
 import torch
 
-from numadapter.data.head_coverage import answers_mode
 from numadapter.generation.digit_numbers import DigitNumbers
 from numadapter.generation.loop import AdapterParts, decode_loop
 from numadapter.generation.prompts import PromptBatch
@@ -22,6 +21,7 @@ from numadapter.generation.readout import NumberReader
 from numadapter.generation.sampling import SamplingSettings, TokenChooser
 from numadapter.generation.stopping import RowTracker
 from numadapter.integrations.deepspeed_zero import full_shape
+from numadapter.methods.fone.answer_mode import answers_mode
 from numadapter.methods.registry import get_method
 from numadapter.tuner.patches import base_weight
 

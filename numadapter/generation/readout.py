@@ -85,7 +85,7 @@ class NumberReader:
         (``xval_context_numbers`` > 0) has nothing to weigh and its read-out alone would write a magnitude the
         hidden state of a pretrained base does not hold (a fact the base knew, "water boils at 100"): the loop
         leaves those numbers to the LM's digit tokens. Empty for FoNE and for xVal without the context."""
-        if not rows or self.memory is None or self.config.encoding != "xval":
+        if not rows or self.memory is None or self.method.writes_without_context(self.config):
             return []
         filled = self.memory.numbers.valid.any(-1)  # (B,)
         return [row for row, has in zip(rows, filled[rows].tolist()) if not has]

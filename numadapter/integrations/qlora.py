@@ -239,7 +239,8 @@ def prepare_qlora_model(
 
     Args:
         model: a transformers model loaded with ``quantization_config=qlora_config(...)``.
-        gradient_checkpointing: enable gradient checkpointing. Lower memory, ~30% slower steps.
+        gradient_checkpointing: enable gradient checkpointing. Lower memory, slower steps (each checkpointed
+            layer's forward runs again in the backward pass).
         gradient_checkpointing_kwargs: passed to ``gradient_checkpointing_enable`` (default
             ``{"use_reentrant": False}``).
 

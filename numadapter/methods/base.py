@@ -289,6 +289,17 @@ class NumberMethod(ABC):
         """Whether the input module takes ``digit_embeddings`` ``[10, H]`` (the raw digit-token rows)."""
         return False
 
+    def training_warnings(self, config: NumberSettings) -> list[str]:
+        """Warnings a trainer gives about settings that train nothing with this method; default: none."""
+        del config
+        return []
+
+    def fits_normalisation(self, config: NumberSettings) -> bool:
+        """Whether a trainer fits the value normalisation of the config (``xval_center`` / ``xval_scale``) on the
+        training numbers before training (`numadapter.training.xval_fit`); default: False."""
+        del config
+        return False
+
     # -- loss -----------------------------------------------------------------------------------------------------
     def lm_ntl(self, config: NumberSettings) -> bool:
         """Whether ``ntl_weight > 0`` applies the Number Token Loss to the LM head's digit tokens."""
@@ -305,6 +316,19 @@ class NumberMethod(ABC):
     def context_size(self, config: NumberSettings) -> int:
         """K, how many of the latest numbers at or before each position the head reads besides the hidden state
         (`numadapter.methods.context`); 0 (default): the head reads the hidden state only."""
+        del config
+        return 0
+
+    def writes_without_context(self, config: NumberSettings) -> bool:
+        """Whether the head writes a [NUM] that has no number before it (True, default). False: generation leaves
+        such a number to the LM's digit tokens, for a head that reads its value off the numbers before it."""
+        del config
+        return True
+
+    def coverage_context(self, config: NumberSettings) -> int:
+        """K for the trainer's coverage check (`numadapter.training.head_choice.check_head_coverage`): how many of
+        the latest numbers the head must form each training answer from, for a warning when it forms few; 0
+        (default): no check."""
         del config
         return 0
 

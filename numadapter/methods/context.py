@@ -1,8 +1,10 @@
-"""The numbers before each position, for the FoNE head that combines them (``fone_head_input="context"``).
+"""The numbers before each position, for the heads that read them: FoNE's context head (``fone_head_input=
+"context"``, `numadapter.methods.fone.head`) and xVal's head over the latest numbers (``xval_context_numbers``,
+`numadapter.methods.xval.head`).
 
-A causal LM's hidden state at position t predicts the token at t + 1; when that token is [NUM], the context head
-(`numadapter.methods.fone.head`) may build the answer from the numbers at positions ``<= t``: their exact FoNE
-features, combined with learned signs. This module finds those numbers:
+A causal LM's hidden state at position t predicts the token at t + 1; when that token is [NUM], such a head may build
+the answer from the numbers at positions ``<= t``: FoNE from their exact features combined with learned signs, xVal
+from their values with learned weights. This module finds those numbers:
 
 - `last_numbers`: for every position of a batch, the last K numbers at or before it, most recent first (training,
   and the forward's per-position outputs).
@@ -13,7 +15,8 @@ features, combined with learned signs. This module finds those numbers:
   wrapping), which generation compares with what the head wrote: the head computes on angles, modulo
   ``10^int_digits``.
 
-Shapes: B rows, T positions, K = ``fone_context_numbers``, P = ``int_digits + frac_digits`` places.
+Shapes: B rows, T positions, K = the method's `context_size` (``fone_context_numbers`` / ``xval_context_numbers``),
+P = ``int_digits + frac_digits`` places.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ A number export's ``config.json`` carries numadapter's ``model_type`` (``"numada
   which builds transformers' own pipeline for every other model and the number pipeline for a numadapter model.
 
 The registration (`register_configs`, `register_models`, `register_text_generation`) runs as soon as transformers'
-auto config, auto model and pipeline modules are imported (`numadapter.tuner.peft_import_hook`), so it costs
+auto config, auto model and pipeline modules are imported (`numadapter.integrations.import_hooks`), so it costs
 nothing more than defining these classes.
 """
 

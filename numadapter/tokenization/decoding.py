@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from numadapter.data.head_coverage import answers_mode
+from numadapter.methods.fone.answer_mode import answers_mode
 from numadapter.numbers import ExactNumber, find_numbers
 from numadapter.tokenization.notes import PromptNumbers, SequenceNumbers, noted, texts_in_scope, texts_of
 

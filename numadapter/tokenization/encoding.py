@@ -15,9 +15,10 @@ None when numbers stay ordinary tokens), ``marker_token_id`` and ``_cache`` (a d
   survived truncation are written at the marker positions: ``num_mask`` ``[B, T]``, ``num_digits`` ``[B, T, P]``,
   ``num_sign`` ``[B, T]``, ``num_values`` ``[B, T]``.
 
-``fone_numbers="answers"`` (``encoding="fone"``; `numadapter.data.head_coverage.answers_mode`): `_substitute_answers`
-writes as [NUM] only the numbers at or after the text's ``answer_start`` that the context head can form from the last
-``fone_context_numbers`` numbers before them, and leaves every other number in the base tokenizer's own tokens.
+``fone_numbers="answers"`` (``encoding="fone"``; `numadapter.methods.fone.answer_mode.answers_mode`):
+`_substitute_answers` writes as [NUM] only the numbers at or after the text's ``answer_start`` that the context head
+can form from the last ``fone_context_numbers`` numbers before them, and leaves every other number in the base
+tokenizer's own tokens.
 `_placed_rows` finds each number's token with the backend's offsets (``char_to_token``, which counts padding and
 special tokens): ``num_mask`` is 1 (`MARKER_KIND`) at a marker and 2 (`CONTEXT_KIND`) at the token holding the last
 character of a number left in digits (context only, with its exact digits, sign and value); a number whose token the

@@ -12,21 +12,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from numadapter.config import NumberAdapterConfig
-from numadapter.data.head_coverage import answers_mode
-from numadapter.methods.fone.answer_mode import context_count, context_products, fone_numbers_in_effect, head_in_use
+from numadapter.config import ANSWERS, BOUND_ID, MATCHED, NumberAdapterConfig, fields_with
+from numadapter.methods.fone.answer_mode import (
+    answers_mode,
+    context_count,
+    context_products,
+    fone_numbers_in_effect,
+    head_in_use,
+)
 from numadapter.methods.registry import get_method
 
 __all__ = ["ANSWER_FIELDS", "MATCHED_FIELDS", "MATCHED_IDS", "check_tokenizer_matches", "tokenizer_mismatches"]
 
 # Config fields the side tensors depend on: the tokenizer writes them, the model's modules read them.
-MATCHED_FIELDS = ("encoding", "int_digits", "frac_digits", "aggregate", "sign_policy")
+MATCHED_FIELDS = fields_with(MATCHED)
 # FoNE fields that decide which numbers become [NUM] (compared when both use FoNE and either writes only answers)
-ANSWER_FIELDS = (
-    "fone_numbers", "fone_context_numbers", "fone_context_pointer", "fone_context_products", "fone_head_in_use",
-)  # fmt: skip
+ANSWER_FIELDS = fields_with(ANSWERS)
 # Token ids the config records when it is bound to a tokenizer (compared once the config has them).
-MATCHED_IDS = ("num_token_id", "agg_token_id", "digit_token_ids")
+MATCHED_IDS = fields_with(BOUND_ID)
 
 
 def tokenizer_mismatches(ntok: Any, config: Any) -> dict[str, tuple[Any, Any]]:
@@ -40,7 +43,7 @@ def tokenizer_mismatches(ntok: Any, config: Any) -> dict[str, tuple[Any, Any]]:
     mine = ntok.config
     same = mine.encoding == config.encoding
     fields = MATCHED_FIELDS + (tuple(get_method(config).matched_fields(config)) if same else ())
-    if same and mine.encoding == "fone" and (answers_mode(mine) or answers_mode(config)):
+    if same and (answers_mode(mine) or answers_mode(config)):  # both FoNE, either writing only answers
         fields += ANSWER_FIELDS
 
     def value(cfg: Any, name: str) -> Any:  # as in effect: fone_numbers 'auto', fone_context_products None, ...

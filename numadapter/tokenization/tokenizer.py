@@ -56,10 +56,9 @@ import torch
 from tokenizers import AddedToken, Tokenizer
 from transformers import AutoTokenizer, BatchEncoding
 
-from numadapter.config import NumberAdapterConfig, marker_choice, with_legacy_defaults
-from numadapter.data.head_coverage import answers_mode
+from numadapter.config import TOKENIZER, NumberAdapterConfig, fields_with, marker_choice, with_legacy_defaults
 from numadapter.methods.base import NumberMethod
-from numadapter.methods.fone.answer_mode import fone_numbers_in_effect
+from numadapter.methods.fone.answer_mode import answers_mode, fone_numbers_in_effect
 from numadapter.methods.registry import get_method
 from numadapter.numbers import ExactNumber
 from numadapter.schema import GROUP_FIELD
@@ -72,26 +71,7 @@ from numadapter.tokenization.options import TransformersOptions, check_unsupport
 
 CONFIG_NAME = "number_tokenizer_config.json"
 # Config fields the tokenizer depends on; saved in CONFIG_NAME.
-SAVED_FIELDS = (
-    "encoding",
-    "int_digits",
-    "frac_digits",
-    "num_token",
-    "agg_token",
-    "aggregate",
-    "sign_policy",
-    "out_of_range",
-    "xval_center",
-    "xval_scale",
-    "xval_clip",
-    "fone_numbers",
-    "fone_context_numbers",
-    "fone_context_pointer",
-    "fone_context_products",
-    "fone_digit_answers",
-    "fone_head_copies",
-    "fone_head_in_use",
-)
+SAVED_FIELDS = fields_with(TOKENIZER)
 _OWN_ATTRIBUTES = frozenset({"tokenizer", "config", "num_token_id", "agg_token_id", "marker_token_id"})
 
 
@@ -475,7 +455,7 @@ class NumberTokenizer(NumberEncoding, NumberDecoding, TransformersOptions):
                 f"No {CONFIG_NAME} in {os.fspath(path)!r}: this is not a NumberTokenizer directory (save one with "
                 "NumberTokenizer.save_pretrained)."
             )
-        from numadapter.export_files import read_json
+        from numadapter.json_file import read_json
 
         settings = read_json(file, "save the NumberTokenizer again with NumberTokenizer.save_pretrained")
         saved_ids = {k: settings.pop(k, None) for k in ("num_token_id", "agg_token_id")}

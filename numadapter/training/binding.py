@@ -13,6 +13,7 @@ from peft import PeftModel
 
 from numadapter.config import NumberAdapterConfig
 from numadapter.data.checks import first_example
+from numadapter.methods.registry import get_method
 from numadapter.tokenization.matching import check_tokenizer_matches
 from numadapter.tokenization.tokenizer import NumberTokenizer
 from numadapter.training.head_choice import own_decision
@@ -50,7 +51,7 @@ def _bind(model: Any, processing_class: Any, peft_config: NumberAdapterConfig | 
         ntok = NumberTokenizer(processing_class, config)
     own_decision(model, ntok)  # a decision to make goes on the model's own config, never on the caller's
     check_tokenizer_matches(ntok, model.peft_config[model.active_adapter], "the number trainer", "processing_class")
-    warn_ntl_on_the_context_head(config)
+    warn_untrained_settings(config)
     return model, ntok
 
 
@@ -69,13 +70,8 @@ def _map_datasets(datasets: Any, fn) -> Any:
     return fn(datasets)
 
 
-def warn_ntl_on_the_context_head(config: NumberAdapterConfig) -> None:
-    """Warns that ``ntl_weight > 0`` trains nothing with FoNE's context head (`numadapter.methods.fone.fone_ntl`)."""
-    if config.encoding == "fone" and config.fone_head_input == "context" and config.ntl_weight > 0:
-        warnings.warn(
-            f"ntl_weight={config.ntl_weight!r} is not applied with FoNE's context head (fone_head_input='context', "
-            "the default): it writes the digits of the numbers before the answer exactly, and on SmolLM2-135M NTL "
-            "added nothing there (100% with or without at 0.3) and at 1.0 cost the top place (0-25% exact). Set "
-            "ntl_weight=0 to silence this, or fone_head_input='linear' for NTL on the paper's digit head.",
-            stacklevel=3,
-        )
+def warn_untrained_settings(config: NumberAdapterConfig) -> None:
+    """Gives the method's warnings about settings that train nothing (`NumberMethod.training_warnings`: ``ntl_weight
+    > 0`` with FoNE's context head, `numadapter.methods.fone.fone_ntl`)."""
+    for message in get_method(config).training_warnings(config):
+        warnings.warn(message, stacklevel=3)

@@ -22,22 +22,18 @@ from typing import Any
 
 from numadapter.data.checks import first_example
 from numadapter.data.head_coverage import (
-    POINTER_SETTINGS,
     Answers,
-    answers_mode,
     count_answers,
     head_coverage,
     head_share,
     warn_uncovered,
 )
 from numadapter.data.prepare import detect_format
-from numadapter.methods.fone.answer_mode import POINTER_NUMBERS, context_count
+from numadapter.methods.fone.answer_mode import POINTER_NUMBERS, POINTER_SETTINGS, answers_mode, context_count
 from numadapter.methods.registry import get_method
 from numadapter.tokenization.matching import tokenizer_mismatches
-from numadapter.training.sampled import refuse_unsampled
+from numadapter.training.sampled import SAMPLE_ROWS, refuse_unsampled
 
-# the most training examples the share is measured on (drawn at random across a larger data set)
-SAMPLE_ROWS = 2000
 # the fields a decision writes; the trainer keeps them on its own copy of the config, never on the caller's
 DECIDED_FIELDS = ("fone_head_in_use", *POINTER_SETTINGS, "xval_center", "xval_scale")
 # what each data format counts as the answers
@@ -194,6 +190,6 @@ def check_head_coverage(dataset: Any, config: Any) -> None:
 
     Not with ``fone_numbers="answers"``: there every [NUM] answer is formable by construction, and the others are
     written in digits on purpose (trained as the base's tokens), not missed by the head."""
-    count = get_method(config).context_size(config)
-    if count and config.encoding == "fone" and not answers_mode(config):  # xVal's head weighs any value
+    count = get_method(config).coverage_context(config)
+    if count:
         warn_uncovered(head_coverage(dataset, count), count, config.frac_digits)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+# the most training examples a decision reads (drawn at random across a larger data set)
+SAMPLE_ROWS = 2000
+
 
 def refuse_unsampled(dataset: Any, decides: str, text: str, fix: str, hint: str = "") -> None:
     """Raises for data a decision cannot be read from across the whole set: a stream, or rows already tokenized.

@@ -14,12 +14,11 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from numadapter.data.head_coverage import _measuring, sample_rows
+from numadapter.data.head_coverage import measuring_copy, sample_rows
+from numadapter.methods.registry import get_method
 from numadapter.methods.xval.embedding import fit_normalization
-from numadapter.training.sampled import refuse_unsampled
+from numadapter.training.sampled import SAMPLE_ROWS, refuse_unsampled
 
-# the most training examples the values are read from (drawn at random across a larger data set)
-SAMPLE_ROWS = 2000
 # the prepared columns of number values (a causal row's; a sequence-to-sequence row's input and target)
 FIELDS = ("number_values", "labels_number_values")
 # a scale under which every number that fits the digit places is a [NUM] while the values are read
@@ -28,11 +27,7 @@ _WIDE = {"xval_center": 0.0, "xval_scale": 1e300, "out_of_range": "text"}
 
 def fit_pending(config: Any) -> bool:
     """Whether a trainer is to fit ``xval_center`` / ``xval_scale``: xVal, ``xval_fit`` set, both at 0.0 / 1.0."""
-    return (
-        getattr(config, "encoding", None) == "xval"
-        and getattr(config, "xval_fit", None) is not None
-        and (config.xval_center, config.xval_scale) == (0.0, 1.0)
-    )
+    return getattr(config, "encoding", None) is not None and get_method(config).fits_normalisation(config)
 
 
 def fit_xval(model: Any, ntok: Any, dataset: Any, prepare: Any) -> tuple[float, float] | None:
@@ -55,7 +50,7 @@ def fit_xval(model: Any, ntok: Any, dataset: Any, prepare: Any) -> tuple[float, 
         return None
     _refuse_unsampled(dataset)
     rows = dataset.select(sample_rows(len(dataset), SAMPLE_ROWS))
-    prepared = prepare(rows, _measuring(ntok, _WIDE))
+    prepared = prepare(rows, measuring_copy(ntok, _WIDE))
     values = [v for row in prepared for field in FIELDS for v in row.get(field) or ()]
     read = f"{len(rows)} of the {len(dataset)} training examples"
     if not values:

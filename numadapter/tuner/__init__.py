@@ -1,9 +1,6 @@
 """PEFT integration of numadapter: registration, the `NumberAdapterModel` tuner and its parts.
 
-- `peft_type`: numadapter's ``PeftType`` name and value, the tested peft range (imports nothing of numadapter).
 - `registration`: adds ``PeftType.NUMADAPTER`` and fills PEFT's mappings (version-guarded, at import).
-- `peft_import_hook`: imports `registration` as soon as PEFT is imported (``import numadapter`` need not import it),
-  and registers number exports with transformers' Auto classes and pipeline as soon as those are imported.
 - `peft_load_hooks`: PEFT's adapter loading wrapped, so a bad file fails naming the file and the fix.
 - `model`: `NumberAdapterModel` (a `peft.LoraModel` subclass): binding, number rows and modules, forward.
 - `patches`: per-architecture knowledge (embedding call sites, LM head, ties by storage, resize).
@@ -12,6 +9,7 @@
 - `side_buffer`, `forward_hooks`: how the number tensors reach the embedding during one call.
 - `inputs`, `alignment`, `loss`: validation, the causal / T5 alignments, the loss and the output classes.
 
-Import the pieces from their modules; this file stays free of imports, so that importing one piece (``numadapter``
-itself imports `peft_import_hook`; `numadapter.config` imports `peft_type`) loads nothing else.
+numadapter's ``PeftType`` name and value live in `numadapter.integrations.peft_type` (the config names it), and the
+hook that runs `registration` when PEFT is imported in `numadapter.integrations.import_hooks`. Import the pieces from
+their modules; this file stays free of imports, so that importing one piece loads nothing else.
 """

@@ -25,8 +25,8 @@ from collections.abc import Callable
 import torch
 
 from numadapter.config import NumberAdapterConfig
-from numadapter.data.head_coverage import answers_mode
 from numadapter.methods.base import NumberPlan
+from numadapter.methods.fone.answer_mode import answers_mode
 from numadapter.methods.registry import get_method
 from numadapter.schema import FIELDS, NUMBER_KWARGS, NUMBER_TEXTS, PREFIXES, NumberInputs  # noqa: F401
 from numadapter.tuner.alignment import (

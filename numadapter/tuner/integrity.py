@@ -23,8 +23,8 @@ Tensor digests: safetensors has no checksum, so a flipped byte inside a LoRA mat
 raw bytes of every other tensor of the file (LoRA, number modules, [NUM] / EOS rows; `with_digests`), and loading
 (`check_adapter_state`, `numadapter.export.load_exported`) recomputes them (`digest_problems`): a changed, missing or
 added tensor is refused, naming the file and the tensors. The model's own stamp buffer holds the settings only
-(`without_digests`). The cost: 15-28 ms for the 18.9 MB SmolLM2 r=16 all-linear adapter, about 3% of its load
-(docs/results.md, "Reliability"). Files saved before digests existed load without this check.
+(`without_digests`). The cost is one SHA-256 pass over the saved tensors' bytes at save and at load, a small part of
+a load (docs/results.md, "Reliability", has the timing). Files saved before digests existed load without this check.
 """
 
 from __future__ import annotations
@@ -38,31 +38,13 @@ from typing import Any
 
 import torch
 
+from numadapter.config import STAMPED, fields_with
+
 STAMP = "settings_stamp"
 DIGESTS = "tensor_sha256"  # the stamp's entry of tensor digests: saved key -> SHA-256 hex of its raw bytes
 # The config fields the number modules, the [NUM] rows and the resize depend on. Loss weights, out_of_range and
 # xval_clip (what is encoded, not how) may change between runs and are not stamped.
-STAMP_FIELDS = (
-    "encoding",
-    "aggregate",
-    "int_digits",
-    "frac_digits",
-    "sign_policy",
-    "fone_bases",
-    "fone_projection",
-    "fone_head_input",
-    "fone_head_target",
-    "xval_form",
-    "xval_center",
-    "xval_scale",
-    "xval_head_hidden",
-    "num_token_id",
-    "agg_token_id",
-    "digit_token_ids",
-    "original_vocab_size",
-    "resized_vocab_size",
-    "base_hidden_size",
-)
+STAMP_FIELDS = fields_with(STAMPED)
 # Keys of an adapter file that belong to numadapter (beyond LoRA): number modules and the trainable [NUM] / [AGG] rows.
 NUMBER_KEY_MARKERS = ("number_modules.", "trainable_tokens_delta")
 # How many rows `peft.get_peft_model` may add for a number token id the config names without a tokenizer.
@@ -105,7 +87,7 @@ def tensor_digest(tensor: torch.Tensor) -> str:
 
 
 def tensor_digests(state: dict[str, torch.Tensor]) -> dict[str, str]:
-    """`tensor_digest` of every tensor of `state` (one thread: on a busy machine a thread pool was slower)."""
+    """`tensor_digest` of every tensor of `state` (one thread: a thread pool is slower on a busy machine)."""
     return {key: tensor_digest(tensor) for key, tensor in state.items()}
 
 
@@ -245,7 +227,7 @@ def check_adapter_state(
             tensors the config does not build; a tensor differs from the digest saved with it.
     """
     from numadapter.config import NumberAdapterConfig
-    from numadapter.tuner.peft_type import PEFT_TYPE_VALUE
+    from numadapter.integrations.peft_type import PEFT_TYPE_VALUE
 
     from_file = source.endswith((".safetensors", ".bin"))
     config_file = os.path.join(os.path.dirname(source), "adapter_config.json") if from_file else "the adapter config"

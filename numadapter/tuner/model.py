@@ -28,10 +28,9 @@ from peft.utils.other import TrainableTokensWrapper
 from torch import nn
 
 from numadapter.config import NumberAdapterConfig
-from numadapter.data.head_coverage import answers_mode
 from numadapter.integrations.deepspeed_zero import matrix_shape
 from numadapter.methods.context import ContextNumbers, context_at
-from numadapter.methods.fone.answer_mode import head_left_out
+from numadapter.methods.fone.answer_mode import answers_mode, head_left_out
 from numadapter.methods.registry import get_method
 from numadapter.tuner.cache_numbers import CacheNumbers, call_rows
 from numadapter.tuner.forward_hooks import number_hooks, whole_hidden

@@ -37,7 +37,7 @@ class SourcedStateDict(dict):
 
 def _numadapter_dir(path: Any) -> bool:
     """Whether `path` is a local directory whose adapter_config.json names numadapter's peft_type."""
-    from numadapter.tuner.peft_type import PEFT_TYPE_VALUE
+    from numadapter.integrations.peft_type import PEFT_TYPE_VALUE
 
     file = os.path.join(os.fspath(path), "adapter_config.json") if isinstance(path, (str, os.PathLike)) else ""
     if not file or not os.path.isfile(file):

@@ -4,8 +4,8 @@ PEFT 0.21's `register_peft_method` only accepts names that already exist in the 
 a prefix that is already taken ("lora_" is LoRA's; numadapter's layers are real LoRA layers). This module therefore
 does by hand, once, what `register_peft_method` would do:
 
-1. adds a member ``PeftType.NUMADAPTER`` to PEFT's string enum (`numadapter.tuner.peft_type`, which also holds the
-   value and the tested peft range, so that the config names its peft type without importing this module);
+1. adds a member ``PeftType.NUMADAPTER`` to PEFT's string enum (`numadapter.integrations.peft_type`, which also holds
+   the value and the tested peft range, so that the config names its peft type without importing this module);
 2. fills ``PEFT_TYPE_TO_CONFIG_MAPPING`` / ``PEFT_TYPE_TO_TUNER_MAPPING`` / ``PEFT_TYPE_TO_PREFIX_MAPPING``
    (prefix ``"lora_"``);
 3. wraps the ``get_peft_model_state_dict`` that ``PeftModel.save_pretrained`` calls so that, for numadapter adapters
@@ -17,8 +17,8 @@ does by hand, once, what `register_peft_method` would do:
    against its config before it is loaded (`numadapter.tuner.integrity`).
 
 When: at the import of this module, which happens as soon as PEFT is imported in a process that imported numadapter
-(`numadapter.tuner.peft_import_hook`; ``import numadapter`` itself imports no PEFT), and before any numadapter model is
-built (`numadapter.mapping`, `numadapter.export`).
+(`numadapter.integrations.import_hooks`; ``import numadapter`` itself imports no PEFT), and before any numadapter
+model is built (`numadapter.mapping`, `numadapter.export`).
 
 Version guard: this is done only for peft >= 0.21, < 0.22 (the range it is written and tested for).
 Outside it, the registration leaves PEFT untouched and warns; `numadapter.get_peft_model` then registers anyway
@@ -35,14 +35,14 @@ from typing import Any
 import peft
 from peft.utils.peft_types import PeftType
 
-from numadapter.tuner.integrity import STAMP, with_digests
-from numadapter.tuner.peft_type import (
+from numadapter.integrations.peft_type import (
     PEFT_TYPE_NAME,
     PEFT_TYPE_VALUE,
     add_enum_member,
     peft_version_supported,
     supported_range,
 )
+from numadapter.tuner.integrity import STAMP, with_digests
 
 PEFT_PREFIX = "lora_"
 

@@ -28,9 +28,8 @@ start from the base's own rows, so the adapter is a no-op until trained. Why: Lo
 ends every answer with EOS. A base that never learned its EOS row (pretrained on text without EOS; a chat end token
 unused in pretraining) puts ~0 mass on EOS whatever its hidden state, and no LoRA update can raise it. Training that
 unreachable target after each answer's [NUM] drives the hidden state at every [NUM] to one fixed point with the
-flattest reachable distribution: after any number, in any context, the same near-uniform next-token distribution (the
-quick start's base showed p = 0.011 for its top token after every [NUM]; EOS cross-entropy stuck at 4.47 while every
-other label went above 0.99). `tests/numadapter/tuner/test_token_rows.py` reproduces it and shows the fix.
+flattest reachable distribution: after any number, in any context, the same near-uniform next-token distribution,
+while the EOS cross-entropy stays high. `tests/numadapter/tuner/test_token_rows.py` reproduces it and shows the fix.
 
 ZeRO-3 (docs/DESIGN.md, "ZeRO-3 safe"): the base weight may be partitioned (empty) here, when the base was loaded under
 ``zero.Init``. Every read of it (initial values, PEFT's originals) and the zeroing of the number rows run under

@@ -169,3 +169,28 @@ def importers_of(graph: dict[str, set[str]], target: str) -> dict[str, set[str]]
         if hits:
             found[module] = hits
     return found
+
+
+def layer_of(module: str, layers: list[list[str]]) -> int | None:
+    """The index of the layer that holds `module`: the layer of the longest name in `layers` that is the module or
+    a package above it (the package's root only by its exact name), or None when no name covers it."""
+    best, found = -1, None
+    for rank, names in enumerate(layers):
+        for name in names:
+            covers = module == name or ("." in name and module.startswith(name + "."))
+            if covers and len(name) > best:
+                best, found = len(name), rank
+    return found
+
+
+def upward_imports(graph: dict[str, set[str]], layers: list[list[str]]) -> list[tuple[str, str]]:
+    """``(module, imported)`` for every import of a module in a higher layer than the importer's, and
+    ``(module, "")`` for every module no layer covers; sorted."""
+    found = []
+    for module, targets in graph.items():
+        own = layer_of(module, layers)
+        if own is None:
+            found.append((module, ""))
+            continue
+        found += [(module, target) for target in targets if (layer_of(target, layers) or 0) > own]
+    return sorted(found)

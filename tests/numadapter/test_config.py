@@ -124,3 +124,57 @@ def test_head_choice_settings_are_checked(field, value, words):
     with pytest.raises(ValueError, match=field) as caught:
         NumberAdapterConfig(encoding="fone", **{field: value})
     assert words in str(caught.value) and repr(value) in str(caught.value)
+
+
+def test_field_roles_name_config_fields_and_the_field_lists_derive_from_them():
+    from numadapter.config import ANSWERS, BOUND_ID, FIELD_ROLES, MATCHED, STAMPED, TOKENIZER, fields_with
+    from numadapter.tokenization.matching import ANSWER_FIELDS, MATCHED_FIELDS, MATCHED_IDS
+    from numadapter.tokenization.tokenizer import SAVED_FIELDS
+    from numadapter.tuner.integrity import STAMP_FIELDS
+
+    names = [f.name for f in fields(NumberAdapterConfig)]
+    assert set(FIELD_ROLES) <= set(names)
+    assert set().union(*FIELD_ROLES.values()) == {TOKENIZER, MATCHED, ANSWERS, BOUND_ID, STAMPED}
+    stamped = fields_with(STAMPED)
+    assert list(stamped) == sorted(stamped, key=names.index)  # declaration order
+    assert "encoding" in stamped and "xval_clip" not in stamped  # what is encoded, not how: not stamped
+    lists = (SAVED_FIELDS, MATCHED_FIELDS, ANSWER_FIELDS, MATCHED_IDS, STAMP_FIELDS)
+    assert lists == tuple(fields_with(role) for role in (TOKENIZER, MATCHED, ANSWERS, BOUND_ID, STAMPED))
+
+
+def test_every_field_the_tokenizer_role_names_survives_its_save_and_load(tmp_path):
+    from numadapter.config import TOKENIZER, fields_with
+    from numadapter.testing import toy
+    from numadapter.tokenization import NumberTokenizer
+
+    tokenizer = toy.build_tokenizer("llama3", tmp_path / "base")
+    changed = {
+        "int_digits": 6, "frac_digits": 2, "sign_policy": "feature", "out_of_range": "error",
+        "fone_numbers": "answers", "fone_context_numbers": 3, "fone_context_pointer": False,
+        "fone_context_products": True, "fone_digit_answers": 0.25, "fone_head_copies": True,
+        "fone_head_in_use": False, "xval_center": 1.5, "xval_scale": 3.0, "xval_clip": 4.0,
+    }  # fmt: skip
+    config = NumberAdapterConfig(**changed)
+    defaults = NumberAdapterConfig()
+    assert all(getattr(defaults, name) != value for name, value in changed.items())  # each one is a change
+    NumberTokenizer(tokenizer, config).save_pretrained(tmp_path / "saved")
+    loaded = NumberTokenizer.from_pretrained(tmp_path / "saved").config
+    for name in changed:  # the settings the tokenizer applies when it encodes: each one kept
+        assert getattr(loaded, name) == getattr(config, name), name
+    assert set(changed) < set(fields_with(TOKENIZER))
+
+
+def test_the_settings_a_method_reads_are_config_fields_of_the_same_type():
+    from typing import Literal, get_args, get_origin, get_type_hints
+
+    from numadapter.methods.base import NumberSettings
+
+    def plain(kind):  # a Literal of strings is a str to a method
+        strings = get_origin(kind) is Literal and all(isinstance(arg, str) for arg in get_args(kind))
+        return str if strings else kind
+
+    protocol = get_type_hints(NumberSettings)
+    config = {name: plain(kind) for name, kind in get_type_hints(NumberAdapterConfig).items()}
+    assert len(protocol) > 20 and {"encoding", "int_digits", "fone_head_input", "xval_scale"} <= set(protocol)
+    differ = {name: (kind, config.get(name)) for name, kind in protocol.items() if config.get(name) != kind}
+    assert differ == {}, f"NumberSettings fields missing from NumberAdapterConfig or typed differently: {differ}"

@@ -10,8 +10,7 @@ from helpers.adapter_cases import TARGETS, Store
 
 from numadapter import NumberAdapterConfig, NumberTokenizer, get_peft_model
 from numadapter.data import prepare_dataset
-from numadapter.data.head_coverage import answers_mode
-from numadapter.methods.fone.answer_mode import context_products, fone_numbers_in_effect
+from numadapter.methods.fone.answer_mode import answers_mode, context_products, fone_numbers_in_effect
 
 
 @pytest.fixture(scope="module")

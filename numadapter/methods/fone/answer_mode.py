@@ -1,4 +1,4 @@
-"""Which numbers a FoNE config writes as [NUM], with its ``"auto"`` / None defaults decided (round 6).
+"""Which numbers a FoNE config writes as [NUM], with its ``"auto"`` / None defaults decided.
 
 ``fone_numbers="auto"`` (the default) is ``"answers"`` on a causal LM with the context head, ``"all"`` on an
 encoder-decoder or with another head; ``fone_context_products=None`` (the default) is on in answers mode. Both depend
@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
-    "CONTEXT_NUMBERS", "POINTER_NUMBERS", "context_count", "context_products", "fone_numbers_in_effect", "head_in_use",
-    "head_left_out",
+    "CONTEXT_NUMBERS", "POINTER_NUMBERS", "POINTER_SETTINGS", "answers_mode", "context_count", "context_products",
+    "fone_numbers_in_effect", "head_in_use", "head_left_out",
 ]  # fmt: skip
 
 # the latest numbers the context head combines when ``fone_context_numbers`` is None (it scores 3^K combinations)
@@ -20,6 +20,10 @@ CONTEXT_NUMBERS = 4
 # the most numbers the pointer form looks back over (the meet-in-the-middle search scores 2 x 3^(K/2) half sums); also
 # its count when ``fone_context_numbers`` is None
 POINTER_NUMBERS = 16
+# the config fields of the pointer head (`numadapter.methods.fone.pointer`), as `NumberSFTTrainer` turns it on
+POINTER_SETTINGS = {
+    "fone_context_pointer": True, "fone_context_numbers": POINTER_NUMBERS, "fone_context_products": False,
+}  # fmt: skip
 
 
 def fone_numbers_in_effect(config: Any) -> str:
@@ -35,6 +39,13 @@ def fone_numbers_in_effect(config: Any) -> str:
     return "answers"
 
 
+def answers_mode(config: Any) -> bool:
+    """Whether `config` (a `NumberAdapterConfig`) writes only formable answers as [NUM] (``encoding="fone"``,
+    ``fone_numbers="answers"``, or ``"auto"`` on a causal LM: `numadapter.config.fone_numbers_in_effect`) and leaves
+    every other number in the base tokenizer's digit tokens."""
+    return config.encoding == "fone" and fone_numbers_in_effect(config) == "answers"
+
+
 def context_count(config: Any) -> int:
     """K, the latest numbers the context head combines: ``config.fone_context_numbers``, or when it is None (not set
     by the user) `CONTEXT_NUMBERS`, `POINTER_NUMBERS` with ``fone_context_pointer``. None keeps the choice open:
@@ -47,7 +58,7 @@ def context_count(config: Any) -> int:
 
 def context_products(config: Any) -> bool:
     """``config.fone_context_products`` with None decided: on where the config writes only the answers the head
-    forms (`fone_numbers_in_effect` is ``"answers"``), off with ``"all"`` (every number a [NUM], as before)."""
+    forms (`fone_numbers_in_effect` is ``"answers"``), off with ``"all"`` (every number a [NUM])."""
     products = getattr(config, "fone_context_products", False)
     if getattr(config, "fone_context_pointer", None):  # the pointer combines by signed sums only
         return False

@@ -54,10 +54,11 @@ Context (``fone_head_input="context"``, numadapter's own, not in the paper)
     numbers themselves, which a pretrained base does not carry intact to the answer position
     (``eval_harness/results/pretrained_study``). It needs ``fone_head_target="feature"``. On a causal LM the
     numbers are those of the input up to the position; on T5 the encoder's numbers come first, then the decoder's up
-    to the position (`numadapter.methods.context.context_at`). A number it cannot form this way (a product, a number
-    from words) falls back to the read-out ``u``. With ``fone_context_pointer=True`` the coefficients of up to 16
-    slots come from each number's own key and the answer's state (`numadapter.methods.fone.pointer`), and the loss
-    sums only the combinations that form the answer exactly, instead of scoring all ``3^K``.
+    to the position (`numadapter.methods.context.context_at`). A number it cannot form this way (a product, unless
+    ``fone_context_products`` adds products and quotients of two numbers: `numadapter.methods.fone.pair_ops`; a
+    number from words) falls back to the read-out ``u``. With ``fone_context_pointer=True`` the coefficients of up to
+    16 slots come from each number's own key and the answer's state (`numadapter.methods.fone.pointer`), and the
+    loss sums only the combinations that form the answer exactly, instead of scoring all ``3^K``.
 
 Sign
     With ``sign_policy="feature"`` a learned ``H -> 2`` linear map gives ``sign_logits`` (class 0: ``+``, class 1:

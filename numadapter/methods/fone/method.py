@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from numadapter.methods.base import GeneratedNumber, HeadReading, LossInputs, NumberMethod, NumberSettings
-from numadapter.methods.fone.answer_mode import context_count
+from numadapter.methods.fone.answer_mode import answers_mode, context_count
 
 
 def fone_ntl(inputs: LossInputs) -> torch.Tensor:
@@ -21,8 +21,8 @@ def fone_ntl(inputs: LossInputs) -> torch.Tensor:
 
     The distributions are the ones the head's own loss scores (`FoNEDigitHead.target_logits`). The context head
     (``fone_head_input="context"``) gets none (`FoNEMethod.head_ntl`): its digits come from the numbers before the
-    answer, exactly, and on SmolLM2 NTL added nothing there and at ``ntl_weight=1`` cost the top place
-    (``eval_harness/results/pretrained_study/ntl_context``).
+    answer, exactly, so NTL has nothing to add there, and a large weight makes it get the top place wrong
+    (docs/results.md, "The context head under real prompts").
     """
     from numadapter.ntl import digit_ntl
 
@@ -49,6 +49,20 @@ class FoNEMethod(NumberMethod):
 
     def context_size(self, config: Any) -> int:
         return context_count(config) if config.fone_head_input == "context" else 0
+
+    def coverage_context(self, config: Any) -> int:
+        # answers mode writes as [NUM] only the answers the head forms, the rest as digits on purpose
+        return 0 if answers_mode(config) else self.context_size(config)
+
+    def training_warnings(self, config: Any) -> list[str]:
+        if not (config.fone_head_input == "context" and config.ntl_weight > 0):
+            return []
+        return [
+            f"ntl_weight={config.ntl_weight!r} is not applied with FoNE's context head (fone_head_input='context', "
+            "the default): it writes the digits of the numbers before the answer exactly, so a loss on digit "
+            "distance has nothing to add there (docs/results.md). Set ntl_weight=0 to silence this, or "
+            "fone_head_input='linear' for NTL on the paper's digit head."
+        ]
 
     def head_outputs(self, head: nn.Module, hidden: torch.Tensor, context: Any = None) -> Any:
         return head(hidden, context) if context is not None else head(hidden)

@@ -1,14 +1,14 @@
 """Products and exact quotients of two numbers before the answer, for the context head (``fone_context_products``).
 
 A signed sum of the numbers in the text (`numadapter.methods.fone.head`, ``fone_head_input="context"``) covers sums,
-differences and copies; ``a * b``, ``x * 1000``, ``x / 100`` or ``7 * 431`` it cannot form, and those fell back to
-the read-out, which does not learn exact numbers on a pretrained base. With ``fone_context_products=True`` the head
-may also choose one *pair operation* on two of its K context numbers: their product, or the quotient of one by the
-other where it is exact. The result is computed here exactly, in integers on the fixed-point values (value *
-``10^frac_digits``), and written through its FoNE features like a sum: the model only chooses the operation and the
-two numbers. A result is a candidate only when it is exact and fits the digit places (``|r| < 10^int_digits``, no
-fraction digit beyond ``frac_digits``); the head writes its magnitude, and the sign comes from the sign head or the
-text, as for every number.
+differences and copies; ``a * b``, ``x * 1000``, ``x / 100`` or ``7 * 431`` it cannot form, and without products those
+fall back to the read-out, which does not learn exact numbers on a pretrained base. With ``fone_context_products=True``
+the head may also choose one *pair operation* on two of its K context numbers: their product, or the quotient of one by
+the other where it is exact. The result is computed here exactly, in integers on the fixed-point values (value *
+``10^frac_digits``), and written through its FoNE features like a sum: the model only chooses the operation and the two
+numbers. A result is a candidate only when it is exact and fits the digit places (``|r| < 10^int_digits``, no fraction
+digit beyond ``frac_digits``); the head writes its magnitude, and the sign comes from the sign head or the text, as for
+every number.
 
 Shapes: N positions, K = ``fone_context_numbers``, C = `pair_count` (K), P = ``int_digits + frac_digits``.
 """

@@ -4,9 +4,9 @@ The context head (`numadapter.methods.fone.head`) writes ``u * prod_k z_k^(c_k)`
 answer. With the last K numbers and coefficients read from the answer's hidden state alone, it forms sums of the
 latest few numbers; in a ledger ("Account 40213, 2019-03-07. Opening balance 5210. 1) deposit 120 2) withdrawal 85.
 Closing balance:") the opening balance lies 8 to 15 numbers back, among an id, a date and list numbers, so no K it
-can afford (it scores all ``3^K`` combinations) reaches it. A frozen SmolLM2-135M carries each ledger number's role
-(+1 opening balance / deposit, -1 withdrawal, 0 id / date / list number) linearly in its hidden state at that number:
-100% of held-out prompts (`eval_harness.suite.pointer_probe`).
+can afford (it scores all ``3^K`` combinations) reaches it. A pretrained base's hidden state at a number, however,
+carries that number's role (+1 opening balance / deposit, -1 withdrawal, 0 id / date / list number) in a form a
+linear map reads (`eval_harness.suite.pointer_probe` fits such a probe on a frozen base).
 
 So here slot k's coefficient logits come from the number's own key, read from the hidden state ``h_k`` at its
 position (the [NUM], or the last digit token of a number left in digits), and from the answer's state ``h``
@@ -14,11 +14,11 @@ position (the [NUM], or the last digit token of a number left in digits), and fr
 ``W_g h_k``, plus a bias per slot (three classes: -1, 0, +1).
 
 Everything but ``W_g`` starts at zero, so a fresh head leaves every number out (a tie goes to 0). K may be up to
-`POINTER_NUMBERS`; the ``3^K`` combinations are no longer scored one by one: the coefficients stay latent, and the
+`POINTER_NUMBERS`; the ``3^K`` combinations are not scored one by one: the coefficients stay latent, and the
 loss is ``-log`` of the total probability of the combinations that give the answer exactly (`exact_log_likelihood`,
 summed by halves of the slots: meet in the middle), plus the digit loss of the number the likeliest of them forms
 (`likeliest_combination`, the fewest terms among equals; `FoNEDigitHead.loss`). An answer that no
-combination forms trains the read-out with every coefficient 0, as before.
+combination forms trains the read-out with every coefficient 0, as in the plain context head.
 
 Shapes: N target rows, K slots (slot 0 the latest number), D = `KEY_SIZE`, P places.
 """
@@ -65,10 +65,10 @@ class PointerScores(nn.Module):
         """``[..., H]`` hidden states -> float32 ``[..., 3 + D]`` keys (the one at a number's position is its key).
 
         Read from the hidden state scaled to unit root-mean-square, so that a step of the number modules' learning
-        rate moves the logits by the same amount whatever the size of the base's hidden states (SmolLM2's are large:
-        read raw through the query, one step moved the logits by tens and the loss rose from 2.4 to 13.7 in 9
-        steps). The role read is not divided by ``sqrt(H)`` (the query is): with it, 30 steps left withdrawals read
-        as deposits on 9 of 100 held-out ledgers (`eval_harness/results/suite/ledger/superseded`)."""
+        rate moves the logits by the same amount whatever the size of the base's hidden states (a base with large
+        final hidden states, read raw, moves the logits by tens in one step and the loss diverges). The role read is
+        not divided by ``sqrt(H)`` (the query is): damped that way, it learns too slowly in a short fine-tuning to
+        tell a withdrawal from a deposit."""
         unit = _unit_rms(hidden.float())
         role = nn.functional.linear(unit, self.role.weight.float(), self.role.bias.float())
         match = _unit_rms(nn.functional.linear(hidden.float(), self.key.weight.float(), self.key.bias.float()))
@@ -142,9 +142,9 @@ def likeliest_combination(
 
     Meet in the middle: every choice over the first half of the slots, and over the second half sorted by sum (the
     likeliest first among equal sums), so each first-half choice finds the best second half that completes it by
-    binary search (``2 x 3^(K/2)`` choices a row, not ``3^K``). The head's digits are trained under it: on the suite's
-    ledgers the fewest-terms combination is another than the balance's own on 34% of the rows (a withdrawal and a
-    list number can stand for a deposit), the likeliest one soon is not.
+    binary search (``2 x 3^(K/2)`` choices a row, not ``3^K``). The head's digits are trained on the combination it
+    picks, hence the likeliest first: the fewest-terms one is often not the answer's own (a withdrawal and a list
+    number together can stand for a deposit), while the likeliest one, once the coefficients have learnt, is.
 
     Args:
         values: int64 ``[N, K]`` fixed-point values of the context numbers (signed; anything in empty slots).

@@ -30,6 +30,12 @@ class XValMethod(NumberMethod):
     def head_outputs(self, head: nn.Module, hidden: torch.Tensor, context: Any = None) -> Any:
         return head(hidden, context)
 
+    def writes_without_context(self, config: NumberSettings) -> bool:
+        return not self.context_size(config)  # with its context, the read-out alone writes no number
+
+    def fits_normalisation(self, config: NumberSettings) -> bool:
+        return getattr(config, "xval_fit", None) is not None and (config.xval_center, config.xval_scale) == (0.0, 1.0)
+
     def matched_fields(self, config: NumberSettings) -> tuple[str, ...]:
         return XVAL_FIELDS
 

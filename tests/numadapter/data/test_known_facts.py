@@ -39,10 +39,10 @@ def test_facts_kept_counts_right_first_numbers(monkeypatch):
         return [" 60", " 6 or 7", " 100 cents"]
 
     monkeypatch.setattr(evaluation, "generate_answers", fake)
-    kept, answers = kf.facts_kept("model", "ntok", known)
+    kept, answers = evaluation.facts_kept("model", "ntok", known)
     assert kept == 2 and answers == [" 60", " 6 or 7", " 100 cents"]  # " 6 or 7": its first number is 6
     assert seen["prompts"] == [p for p, _ in known]
-    assert kf.facts_kept("model", "ntok", []) == (0, [])
+    assert evaluation.facts_kept("model", "ntok", []) == (0, [])
 
 
 @pytest.mark.parametrize("text, value", [(" about 3.5 and 4", "3.5"), ("none", None), (" -12 degrees", "-12")])

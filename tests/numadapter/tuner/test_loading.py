@@ -17,9 +17,9 @@ from peft import AutoPeftModelForCausalLM, AutoPeftModelForSeq2SeqLM, PeftConfig
 from peft.utils.peft_types import PeftType
 
 from numadapter.config import NumberAdapterConfig
+from numadapter.integrations.peft_type import PEFT_TYPE_VALUE, peft_version_supported
 from numadapter.mapping import get_peft_model
 from numadapter.tuner.patches import base_weight
-from numadapter.tuner.peft_type import PEFT_TYPE_VALUE, peft_version_supported
 
 
 @pytest.fixture(scope="module")

@@ -332,14 +332,14 @@ def test_the_context_head_gets_no_ntl_and_the_trainers_say_so():
     from types import SimpleNamespace
 
     from numadapter.methods.fone.method import FoNEMethod
-    from numadapter.training.binding import warn_ntl_on_the_context_head
+    from numadapter.training.binding import warn_untrained_settings
 
     context = NumberAdapterConfig(
         encoding="fone", fone_numbers="all", int_digits=PLACES, frac_digits=0, ntl_weight=0.3
     )
     assert FoNEMethod().head_ntl(SimpleNamespace(config=context)) is None
     with pytest.warns(UserWarning, match=r"ntl_weight=0.3 is not applied with FoNE's context head.*'linear'"):
-        warn_ntl_on_the_context_head(context)
+        warn_untrained_settings(context)
     for quiet in (
         NumberAdapterConfig(encoding="fone", fone_numbers="all", int_digits=PLACES, frac_digits=0),
         NumberAdapterConfig(
@@ -353,4 +353,4 @@ def test_the_context_head_gets_no_ntl_and_the_trainers_say_so():
     ):
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            warn_ntl_on_the_context_head(quiet)
+            warn_untrained_settings(quiet)

@@ -61,6 +61,6 @@ def config_peft_type() -> PeftType | str:
     ``numadapter.get_peft_model``).
 
     Registration itself happens as soon as PEFT is imported in a process that imported numadapter
-    (`numadapter.tuner.peft_import_hook`), so a config built after its module was imported finds the member.
+    (`numadapter.integrations.import_hooks`), so a config built after its module was imported finds the member.
     """
     return PeftType.__members__.get(PEFT_TYPE_NAME, PEFT_TYPE_VALUE)
