@@ -22,11 +22,12 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from eval_harness.bench.common import write_json
+from eval_harness.bench.common import interleaved_times, write_json
 
 NTL_WEIGHT = 0.3  # the paper's lambda (eq. 6)
 VARIANTS = ("ce", "fused_ce", "fused_ce_ntl", "ce_plus_ntl")
 CPU = torch.device("cpu")
+CLOCKS = ("wall", "cpu")  # wall-clock and process CPU time of every call
 
 
 def build_tokenizer(vocab_size: int) -> Any:
@@ -64,24 +65,6 @@ def loss_fn(variant: str, ntl: Any) -> Callable[[torch.Tensor, torch.Tensor], to
         return ce(logits, labels) + NTL_WEIGHT * ntl(logits, labels)
 
     return {"ce": ce, "fused_ce": fused_ce, "fused_ce_ntl": fused_ce_ntl, "ce_plus_ntl": ce_plus_ntl}[variant]
-
-
-def _interleaved(
-    fns: dict[str, Callable[[], None]], repeats: int, warmup: int, sync: Callable[[], None]
-) -> dict[str, dict[str, list[float]]]:
-    """Wall-clock and process CPU time of each function, repetitions interleaved in rotating order."""
-    times: dict[str, dict[str, list[float]]] = {"wall": {n: [] for n in fns}, "cpu": {n: [] for n in fns}}
-    names = list(fns)
-    for rep in range(warmup + repeats):
-        for name in names[rep % len(names) :] + names[: rep % len(names)]:
-            sync()
-            wall, cpu = time.perf_counter(), time.process_time()
-            fns[name]()
-            sync()
-            if rep >= warmup:
-                times["wall"][name].append(time.perf_counter() - wall)
-                times["cpu"][name].append(time.process_time() - cpu)
-    return times
 
 
 def _summary(times: dict[str, dict[str, list[float]]]) -> dict[str, Any]:
@@ -152,7 +135,7 @@ def bench_loss(ntl: Any, batch: int, seq: int, vocab: int, fraction: float, repe
 
         return step
 
-    summary = _summary(_interleaved({v: one(v) for v in VARIANTS}, repeats, warmup, _sync(device)))
+    summary = _summary(interleaved_times({v: one(v) for v in VARIANTS}, repeats, warmup, CLOCKS, _sync(device)))
     return _with_ntl_work(summary, ntl_work(ntl, logits, labels, 5 * repeats, _sync(device)))
 
 
@@ -180,7 +163,7 @@ def bench_step(ntl: Any, batch: int, seq: int, vocab: int, fraction: float, repe
 
         return step
 
-    out = _summary(_interleaved({v: one(v) for v in VARIANTS}, repeats, warmup, _sync(device)))
+    out = _summary(interleaved_times({v: one(v) for v in VARIANTS}, repeats, warmup, CLOCKS, _sync(device)))
     with torch.no_grad():
         logits = model(input_ids=input_ids).logits
     out = _with_ntl_work(out, ntl_work(ntl, logits, labels, 5 * repeats, _sync(device)))

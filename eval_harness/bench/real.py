@@ -46,7 +46,7 @@ from typing import Any
 
 import torch
 
-from eval_harness.bench.common import write_json
+from eval_harness.bench.common import interleaved_times, write_json
 
 SIDES = ("lora", "fone")
 METHODS = {"lora": "lora", "fone": "fone_context"}  # each side's harness arm: FoNE with every number a [NUM]
@@ -55,9 +55,7 @@ TASK = "quickstart_add"
 
 def _interleave(fns: dict[str, Callable[[], Any]], repeats: int, warmup: int, clock: str) -> dict[str, list[float]]:
     """Times every function once per repetition, in rotating order, after `warmup` untimed rounds (on the CPU)."""
-    from eval_harness.bench.train_step import _interleaved
-
-    return _interleaved(fns, repeats, warmup, "cpu", clock)
+    return interleaved_times(fns, repeats, warmup, [clock])[clock]
 
 
 def _ratio(times: dict[str, list[float]], mine: str, theirs: str) -> float:

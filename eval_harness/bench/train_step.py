@@ -26,13 +26,12 @@ import argparse
 import copy
 import json
 import statistics
-import time
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from eval_harness.bench.common import write_json
+from eval_harness.bench.common import interleaved_times, write_json
 
 VARIANTS = ("lora", "lora_tokens", "numadapter")
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -111,31 +110,6 @@ def count_flops(step: Callable[[], None]) -> int:
     return counter.get_total_flops()
 
 
-def _interleaved(
-    fns: dict[str, Callable[[], None]], repeats: int, warmup: int, device: str, clock: str = "wall"
-) -> dict[str, list]:
-    timer = time.perf_counter if clock == "wall" else time.thread_time
-
-    def sync() -> None:
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-
-    names = list(fns)
-    for _ in range(warmup):
-        for name in names:
-            fns[name]()
-    times: dict[str, list[float]] = {name: [] for name in names}
-    for rep in range(repeats):
-        order = names[rep % len(names) :] + names[: rep % len(names)]
-        for name in order:
-            sync()
-            start = timer()
-            fns[name]()
-            sync()
-            times[name].append(timer() - start)
-    return times
-
-
 def run(
     device: str | None = None,
     encoding: str = "fone",
@@ -171,7 +145,8 @@ def run(
     data = make_batch(vocab, batch, seq, fraction, places, device)
     fns = {name: _step_fn(model, data, numbers=name == "numadapter") for name, model in models.items()}
     flops = {name: count_flops(fn) for name, fn in fns.items()}
-    times = _interleaved(fns, repeats, warmup, device, clock)
+    sync = torch.cuda.synchronize if device.startswith("cuda") else None
+    times = interleaved_times(fns, repeats, warmup, [clock], sync)[clock]
     medians = {name: statistics.median(values) for name, values in times.items()}
     ratios = {
         name: statistics.median(a / b for a, b in zip(times[name], times["lora"])) for name in times if name != "lora"

@@ -4,9 +4,10 @@ SmolLM2-135M, the library's FoNE defaults (context head, K = 4), LoRA r=16 on ev
 trained on a mix of sums ("a + b =", which the head can form from the numbers before it) and x1000 conversions
 ("a km in metres =", which it cannot), then greedy generation on 100 held-out prompts of each kind.
 
-    python eval_harness/results/pretrained_study/confidence/run.py [STEPS]
+    python eval_harness/scripts/confidence.py [STEPS]
 
-Writes ``result.json`` beside this file: per kind, exact match, and the confidences of right and wrong answers.
+Writes ``eval_harness/results/pretrained_study/confidence/result.json``: per kind, exact match, and the confidences
+of right and wrong answers.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from trl import SFTConfig
 
 import numadapter
 from numadapter import NumberAdapterConfig, NumberSFTTrainer, NumberTokenizer, get_peft_model
+
+RECORDS = Path(__file__).resolve().parents[1] / "results" / "pretrained_study" / "confidence"
 
 
 def rows(kind: str, n: int, seed: int, exclude: set[str]) -> list[dict[str, str]]:
@@ -100,5 +103,5 @@ def main(steps: int) -> dict:
 
 if __name__ == "__main__":
     record = main(int(sys.argv[1]) if len(sys.argv) > 1 else 40)
-    Path(__file__).with_name("result.json").write_text(json.dumps(record, indent=1))
+    (RECORDS / "result.json").write_text(json.dumps(record, indent=1))
     print(json.dumps(record, indent=1))

@@ -2,10 +2,10 @@
 (`tests/numadapter/methods/fone/test_context_head_real.py`): 8 `NumberSFTTrainer` steps of 16 additions on
 SmolLM2-135M, LoRA r=8 on q/v at 1e-3, 40 held-out sums.
 
-    python eval_harness/results/pretrained_study/ntl_context/small_sweep.py WEIGHT SEED LABEL
+    python eval_harness/scripts/ntl_context_sweep.py WEIGHT SEED LABEL
 
 Run it from a checkout: the code of that checkout is what is measured (LABEL names it in the output line, which
-`sweep.jsonl` collects).
+``eval_harness/results/pretrained_study/ntl_context/sweep.jsonl`` collects).
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ import numadapter
 from numadapter import NumberAdapterConfig, NumberSFTTrainer, NumberTokenizer, get_peft_model
 from numadapter.data.arithmetic import addition_examples
 from numadapter.evaluation import answer_metrics, generate_answers
+
+RECORDS = Path(__file__).resolve().parents[1] / "results" / "pretrained_study" / "ntl_context"
 
 
 def main(weight: float, seed: int, label: str) -> dict:
@@ -63,6 +65,6 @@ def main(weight: float, seed: int, label: str) -> dict:
 
 if __name__ == "__main__":
     record = main(float(sys.argv[1]), int(sys.argv[2]), sys.argv[3])
-    with open(Path(__file__).with_name("sweep.jsonl"), "a") as f:
+    with open(RECORDS / "sweep.jsonl", "a") as f:
         f.write(json.dumps(record) + "\n")
     print(record)
