@@ -16,7 +16,7 @@ from peft import LoraConfig
 
 from numadapter.integrations.peft_type import config_peft_type
 from numadapter.methods.fone.answer_mode import POINTER_NUMBERS
-from numadapter.methods.registry import BUILTIN, get_method, known_methods, unknown_encoding_message
+from numadapter.methods.registry import get_method, known_methods, unknown_encoding_message
 from numadapter.ntl.vocab import KINDS as NTL_KINDS
 from numadapter.numbers import find_numbers
 
@@ -681,30 +681,16 @@ class NumberAdapterConfig(LoraConfig):
         """Checks every number field; raises `ValueError` naming the field, the value and the fix."""
         if not isinstance(self.encoding, str) or self.encoding not in known_methods():
             raise ValueError(unknown_encoding_message(self.encoding))
-        if self.encoding not in BUILTIN:  # an outside method's own checks (the built-in ones are below)
-            get_method(self.encoding).validate(self)
         _choice("sign_policy", self.sign_policy, SIGN_POLICIES)
         _choice("out_of_range", self.out_of_range, OUT_OF_RANGE_POLICIES)
         _choice("fone_projection", self.fone_projection, FONE_PROJECTIONS)
         _choice("fone_head_input", self.fone_head_input, FONE_HEAD_INPUTS)
         _choice("fone_head_target", self.fone_head_target, FONE_HEAD_TARGETS)
         _choice("fone_numbers", self.fone_numbers, FONE_NUMBERS)
-        if self.encoding == "fone" and self.fone_numbers == "answers" and self.fone_head_input != "context":
-            raise ValueError(
-                "fone_numbers='answers' writes as [NUM] only the answers the context head can form from the numbers "
-                f"before them, but fone_head_input={self.fone_head_input!r} forms none: set fone_head_input='context' "
-                "(the default), or fone_numbers='all'."
-            )
         if self.fone_context_products is not None and not isinstance(self.fone_context_products, bool):
             raise ValueError(
                 f"`fone_context_products` must be True, False or None (on in answers mode), got "
                 f"{self.fone_context_products!r}."
-            )
-        if self.encoding == "fone" and self.fone_context_products and self.fone_head_input != "context":
-            raise ValueError(
-                "fone_context_products=True lets the context head multiply or divide the numbers before the answer, "
-                f"but fone_head_input={self.fone_head_input!r} combines none: set fone_head_input='context' (the "
-                "default), or fone_context_products=False."
             )
         if not isinstance(self.fone_head_copies, bool):
             raise ValueError(f"`fone_head_copies` must be True or False, got {self.fone_head_copies!r}.")
@@ -725,35 +711,16 @@ class NumberAdapterConfig(LoraConfig):
         _fraction("fone_digit_answers", self.fone_digit_answers,
                   "the share of training examples whose answers stay in digits", below_one=True,
                   example="0.5")  # fmt: skip
-        # FoNE settings are checked for their values only on other encodings, which do not use them (as fone_bases)
-        if self.encoding == "fone" and self.fone_head_input == "context" and self.fone_head_target != "feature":
-            raise ValueError(
-                "fone_head_input='context' (the default) combines the numbers' exact features, so each place must be "
-                f"trained towards the answer's feature, but fone_head_target={self.fone_head_target!r}: for the "
-                "paper's digit head set fone_head_input='linear', or keep fone_head_target='feature'."
-            )
         _choice("xval_form", self.xval_form, XVAL_FORMS)
         _choice("ntl_kind", self.ntl_kind, NTL_KINDS)
         _choice("gce_form", self.gce_form, GCE_FORMS)
         _choice("ntl_level", self.ntl_level, NTL_LEVELS)
-        if self.ntl_level == "number" and self.encoding == "fone":
-            raise ValueError(
-                "`ntl_level`='number' scores whole numbers written as digit tokens by the LM head, but "
-                "encoding='fone' predicts numbers with its digit head: set ntl_level='token' (digit-head NTL) or "
-                "encoding='digits'."
-            )
         _integer("int_digits", self.int_digits, 0, MAX_INT_DIGITS)
         _integer("frac_digits", self.frac_digits, 0, MAX_FRAC_DIGITS)
         if self.int_digits + self.frac_digits == 0:
             raise ValueError("`int_digits` + `frac_digits` must be at least 1, got 0 + 0: set `int_digits`.")
         if not self.fone_bases or any(not isinstance(b, int) or b < 2 for b in self.fone_bases):
             raise ValueError(f"`fone_bases` must be a non-empty list of integers >= 2, got {self.fone_bases!r}.")
-        if self.encoding == "fone" and list(self.fone_bases) != [10]:
-            raise ValueError(
-                f"`fone_bases`={self.fone_bases!r} with encoding='fone': the FoNE digit head scores each digit "
-                "against base 10 only (the FoNE reference scores it with every base), so other bases would reach "
-                "the input features but not the head. Set fone_bases=[10]."
-            )
         if not isinstance(self.train_eos_row, bool):
             raise ValueError(f"`train_eos_row` must be True or False, got {self.train_eos_row!r}.")
         check_marker("num_token", self.num_token)
@@ -794,6 +761,9 @@ class NumberAdapterConfig(LoraConfig):
                 f"`aggregate_loss_lambda` < 1 enables the digit-aggregation loss, which needs `encoding='digits'`, "
                 f"got encoding={self.encoding!r}: set aggregate_loss_lambda=1.0 or encoding='digits'."
             )
+        # settings that only the chosen method reads together (FoNE's head, target, bases); the values of every
+        # field are checked above, also on encodings that do not use them
+        get_method(self.encoding).validate(self)
 
     @property
     def num_places(self) -> int:

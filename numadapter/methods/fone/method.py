@@ -47,6 +47,40 @@ class FoNEMethod(NumberMethod):
 
         return FoNEEmbedding(hidden_size, config), FoNEDigitHead(hidden_size, config)
 
+    def validate(self, config: Any) -> None:
+        """FoNE's settings that only work together: answers mode and products need the context head, which needs
+        feature targets; the digit head scores base 10 only and writes no digit tokens for a number-level NTL."""
+        if config.fone_numbers == "answers" and config.fone_head_input != "context":
+            raise ValueError(
+                "fone_numbers='answers' writes as [NUM] only the answers the context head can form from the numbers "
+                f"before them, but fone_head_input={config.fone_head_input!r} forms none: set "
+                "fone_head_input='context' (the default), or fone_numbers='all'."
+            )
+        if config.fone_context_products and config.fone_head_input != "context":
+            raise ValueError(
+                "fone_context_products=True lets the context head multiply or divide the numbers before the answer, "
+                f"but fone_head_input={config.fone_head_input!r} combines none: set fone_head_input='context' (the "
+                "default), or fone_context_products=False."
+            )
+        if config.fone_head_input == "context" and config.fone_head_target != "feature":
+            raise ValueError(
+                "fone_head_input='context' (the default) combines the numbers' exact features, so each place must be "
+                f"trained towards the answer's feature, but fone_head_target={config.fone_head_target!r}: for the "
+                "paper's digit head set fone_head_input='linear', or keep fone_head_target='feature'."
+            )
+        if config.ntl_level == "number":
+            raise ValueError(
+                "`ntl_level`='number' scores whole numbers written as digit tokens by the LM head, but "
+                "encoding='fone' predicts numbers with its digit head: set ntl_level='token' (digit-head NTL) or "
+                "encoding='digits'."
+            )
+        if list(config.fone_bases) != [10]:
+            raise ValueError(
+                f"`fone_bases`={config.fone_bases!r} with encoding='fone': the FoNE digit head scores each digit "
+                "against base 10 only (the FoNE reference scores it with every base), so other bases would reach "
+                "the input features but not the head. Set fone_bases=[10]."
+            )
+
     def context_size(self, config: Any) -> int:
         return context_count(config) if config.fone_head_input == "context" else 0
 
