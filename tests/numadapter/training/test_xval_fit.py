@@ -119,3 +119,32 @@ def test_a_stream_is_refused_with_the_fix(store, tmp_path):
     with pytest.raises(ValueError, match=r"stream \(IterableDataset\).*set xval_center and xval_scale"):
         NumberSFTTrainer(model=model, args=sft_args(tmp_path, max_steps=1), train_dataset=stream,
                          processing_class=ntok)  # fmt: skip
+
+
+def test_chat_data_is_fitted_on_its_numbers_and_generates_right_after_training(store, tmp_path):
+    """xVal's default on `messages` data, as a TRL user brings it: the fit reads the numbers of the conversations, the
+    trainer trains on them, and ``model.generate`` straight after ``train()`` (TRL leaves the model in train mode)
+    answers a padded batch of chats as it answers each chat alone, with no [NUM] left in the text."""
+    model, ntok, _ = build(store)
+    ntok.tokenizer.chat_template = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+    chats = [[{"role": "user", "content": r["prompt"]}, {"role": "assistant", "content": r["completion"].strip()}]
+             for r in miles()]  # fmt: skip
+    data = datasets.Dataset.from_list([{"messages": chat} for chat in chats])
+    found, trainer = fit_warnings(lambda: NumberSFTTrainer(model=model, args=sft_args(tmp_path, max_steps=2),
+                                                           train_dataset=data, processing_class=ntok))  # fmt: skip
+    center, scale = fit_normalization(values_of(miles()), "absmax", 5.0)
+    assert (model.peft_config["default"].xval_center, model.peft_config["default"].xval_scale) == (center, scale)
+    assert len(found) == 1 and "on the 48 numbers of 24 of the 24 training examples" in found[0]
+    trainer.train()
+    assert model.training  # as TRL leaves it
+    prompts = [chat[:1] for chat in chats[:3]]
+    ntok.tokenizer.padding_side = "left"
+    batch = ntok.apply_chat_template(prompts, return_tensors="pt", padding=True)
+    together = model.generate(**batch, max_new_tokens=6, do_sample=False)
+    width = batch["input_ids"].shape[1]
+    texts = [ntok.decode(row[width:], skip_special_tokens=True) for row in together]
+    for prompt, text in zip(prompts, texts):
+        alone = ntok.apply_chat_template([prompt], return_tensors="pt")
+        out = model.generate(**alone, max_new_tokens=6, do_sample=False)
+        assert ntok.decode(out[0, alone["input_ids"].shape[1] :], skip_special_tokens=True) == text
+        assert ntok.config.num_token not in text
