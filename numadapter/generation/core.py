@@ -200,9 +200,14 @@ def digit_numbers_of(parts: AdapterParts, tokenizer: Any, rows: int) -> DigitNum
             "the generated text, so generation needs its NumberTokenizer: use numadapter.generate(model, ntok, ...), "
             "or pass tokenizer=ntok to model.generate (or the input_ids of ntok(..., return_tensors='pt'))."
         )
+    return digit_numbers_for(config, tokenizer, rows, parts.num_token_id)
+
+
+def digit_numbers_for(config: Any, tokenizer: Any, rows: int, num_token_id: int) -> DigitNumbers:
+    """`DigitNumbers` for `rows` rows of an answers-mode adapter with `config`, reading the text as its
+    `NumberTokenizer` `tokenizer` does (the decode loop's, and the vLLM plugin's per request)."""
 
     def decode(ids: list[int]) -> str:
         return tokenizer.decode(ids, number_texts=[], skip_special_tokens=True)
 
-    text_sign = config.sign_policy == "text"
-    return DigitNumbers(rows, decode, tokenizer._context_row, text_sign, parts.num_token_id)
+    return DigitNumbers(rows, decode, tokenizer._context_row, config.sign_policy == "text", num_token_id)

@@ -37,6 +37,7 @@ from numadapter.generation.prompts import PromptBatch, position_ids
 from numadapter.generation.readout import NumberReader
 from numadapter.generation.sampling import TokenChooser
 from numadapter.generation.stopping import RowTracker
+from numadapter.methods.base import GeneratedNumber, Prediction
 from numadapter.methods.fone.answer_mode import head_left_out
 from numadapter.numbers import NumberOutOfRangeError
 from numadapter.tuner.forward_hooks import whole_hidden
@@ -331,6 +332,65 @@ def _with_rows(chosen: torch.Tensor, rows: list[int], new: torch.Tensor) -> tupl
     return chosen, chosen.tolist()
 
 
+@dataclass
+class StepChoice:
+    """The tokens one step writes and the numbers the head writes at its [NUM]s (`choose_step`).
+
+    Attributes:
+        chosen: int64 ``[B]`` the tokens (on the logits' device).
+        tokens: the same as a list.
+        rows: the rows whose token is a [NUM] the head writes (ascending).
+        prediction: the head's prediction over all B rows (read on `rows`), or None when `rows` is empty.
+        numbers: row -> `GeneratedNumber` on `rows`.
+    """
+
+    chosen: torch.Tensor
+    tokens: list[int]
+    rows: list[int]
+    prediction: Prediction | None
+    numbers: dict[int, GeneratedNumber]
+
+
+def choose_step(
+    step: Step,
+    reader: NumberReader | None,
+    chooser: TokenChooser,
+    t: int,
+    active: list[int],
+    num_id: int | None,
+) -> StepChoice:
+    """The tokens of generated step `t` on the `active` rows, from the step's logits and the LM-head input, with
+    numadapter's number rules: the chooser's token; with ``fone_digit_answers`` > 0 a [NUM] where the head forms the
+    number the LM starts in digits; digit numbers the model completes join the head's context; a [NUM] whose number
+    the head does not form is chosen again among the digit tokens; the head's number at every other [NUM].
+
+    The decode loop calls it for its whole batch; the vLLM plugin (`numadapter.serving.vllm`) for one request at a
+    time, so that both write the same tokens and numbers. Updates `reader`'s context (it follows every row).
+    """
+    chosen = chooser(step.logits, t)  # (B,)
+    tokens = chosen.tolist()  # the one host sync of the step
+    if reader is not None:  # the pointer head: the key of the token this step fed
+        reader.step_keys(step.hidden, active, first=t == 0)
+    if reader is not None and reader.head_first and step.hidden is not None:  # fone_digit_answers > 0
+        chosen, tokens = _head_where_it_forms(reader, step.hidden, step.logits, chosen, tokens, active, num_id)
+    if reader is not None:  # numbers the model wrote in digits join the context (fone_numbers="answers")
+        reader.observe(tokens, active)
+    rows = [r for r in active if tokens[r] == num_id] if num_id is not None else []
+    prediction = reader.predict(step.hidden, rows) if rows and step.hidden is not None else None
+    if prediction is not None:  # rows whose number the head does not write: the LM writes it in digits
+        answers = reader.digit_numbers is not None  # fone_numbers="answers": the head forms no number there
+        left = reader.unformed(prediction, rows, step.logits) if answers else reader.without_context(rows)
+        if left:  # (xVal's head over the numbers before it: none to weigh)
+            digit_ids = getattr(reader.config, "digit_token_ids", None)
+            chosen, tokens = _in_digits(step.logits, chooser, t, chosen, left, num_id, digit_ids)
+            if answers:
+                reader.digit_numbers.replace_last(left, tokens)
+            rows = [r for r in rows if r not in left]
+            prediction = reader.predict(step.hidden, rows) if rows else None
+    numbers = reader.numbers(prediction, rows) if prediction is not None else {}
+    return StepChoice(chosen, tokens, rows, prediction, numbers)
+
+
 def decode_loop(
     parts: AdapterParts,
     batch: PromptBatch,
@@ -375,29 +435,10 @@ def decode_loop(
         running: torch.Tensor | None = None  # device mask of rows still running, once some row stopped
         warned = False  # a warning about a fed-back number (GeneratedNumber.reason) was shown
         for t in range(max_new_tokens):
-            chosen = chooser(step.logits, t)  # (B,)
-            tokens = chosen.tolist()  # the one host sync of the step
-            if reader is not None:  # the pointer head: the key of the token this step fed
-                reader.step_keys(step.hidden, tracker.active, first=t == 0)
-            if reader is not None and reader.head_first and step.hidden is not None:  # fone_digit_answers > 0
-                chosen, tokens = _head_where_it_forms(
-                    reader, step.hidden, step.logits, chosen, tokens, tracker.active, num_id
-                )
-            if reader is not None:  # numbers the model wrote in digits join the context (fone_numbers="answers")
-                reader.observe(tokens, tracker.active)
-            rows = [r for r in tracker.active if tokens[r] == num_id] if num_id is not None else []
-            prediction = reader.predict(step.hidden, rows) if rows and step.hidden is not None else None
-            if prediction is not None:  # rows whose number the head does not write: the LM writes it in digits
-                answers = reader.digit_numbers is not None  # fone_numbers="answers": the head forms no number there
-                left = reader.unformed(prediction, rows, step.logits) if answers else reader.without_context(rows)
-                if left:  # (xVal's head over the numbers before it: none to weigh)
-                    digit_ids = getattr(reader.config, "digit_token_ids", None)
-                    chosen, tokens = _in_digits(step.logits, chooser, t, chosen, left, num_id, digit_ids)
-                    if answers:
-                        reader.digit_numbers.replace_last(left, tokens)
-                    rows = [r for r in rows if r not in left]
-                    prediction = reader.predict(step.hidden, rows) if rows else None
-            numbers = reader.numbers(prediction, rows) if prediction is not None else {}
+            choice = choose_step(step, reader, chooser, t, tracker.active, num_id)
+            chosen, tokens, rows, prediction, numbers = (
+                choice.chosen, choice.tokens, choice.rows, choice.prediction, choice.numbers
+            )  # fmt: skip
             for row, number in numbers.items():
                 if number.feedable and number.reason is not None and not warned:
                     warned = True

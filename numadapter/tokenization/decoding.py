@@ -191,7 +191,7 @@ class NumberDecoding:
                     current = []
                 else:
                     current.append(i)
-        apart = _digits_apart if answers_mode(self.config) else _together
+        apart = digits_apart if answers_mode(self.config) else _together
         out = [pieces[0]]
         for k, (number, piece) in enumerate(zip(numbers, pieces[1:])):
             out.append(apart(out[-1], number) + number)
@@ -208,7 +208,7 @@ def _together(left: str, right: str) -> str:
     return ""
 
 
-def _digits_apart(left: str, right: str) -> str:
+def digits_apart(left: str, right: str) -> str:
     """With ``fone_numbers="answers"``: a space where a [NUM] and the digit text next to it would run together ("5"
     then [NUM] 5 reads as 55), else ``""``. The model writes numbers in digit tokens and as [NUM] there, and can write
     them side by side; the text must still read as the numbers it wrote. (With ``"all"``, digits beside a [NUM] come
