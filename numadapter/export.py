@@ -2,7 +2,9 @@
 
 An export directory holds
 
-- ``config.json``, ``generation_config.json``, ``model.safetensors`` (or shards): the base model with LoRA merged
+- ``config.json``, ``generation_config.json``, ``model.safetensors`` (or shards) and
+  ``model.safetensors.index.json`` (also for one file: engines that find no index load every ``*.safetensors`` of
+  the directory, ``number_modules.safetensors`` included): the base model with LoRA merged
   and the [NUM] / [AGG] rows written into its (resized) input embedding and LM head. When the [NUM] / [AGG] token
   carries values, ``config.json`` has numadapter's ``model_type`` (``"numadapter-llama"``,
   `numadapter.serving.marking`): transformers without numadapter refuses it, and after ``import numadapter``,
@@ -218,7 +220,7 @@ def export_merged(
     """
     from safetensors.torch import save_file
 
-    from numadapter.export_files import check_export_target, file_listing, staged_directory
+    from numadapter.export_files import check_export_target, file_listing, staged_directory, write_weight_index
     from numadapter.integrations.qlora import quantized_weights
     from numadapter.serving.marking import unreachable_ids, write_config
     from numadapter.tuner.integrity import STAMP, with_digests
@@ -258,6 +260,7 @@ def export_merged(
         module_state[STAMP] = with_digests({**module_state, **_written_rows(plain, config)}, STAMP)
     with staged_directory(out_dir) as staging:  # replaces out_dir whole once every file is written
         plain.save_pretrained(staging, max_shard_size=max_shard_size)
+        write_weight_index(staging)  # engines that glob *.safetensors read the index, not number_modules
         number_tokenizer.save_pretrained(staging)
         save_file(module_state, os.path.join(staging, NUMBER_MODULES_NAME), metadata={"format": "pt"})
         info = _export_info(config, target, quantized)
@@ -371,11 +374,9 @@ def load_exported(
         ``model.generate(**batch)`` or a text-generation pipeline.
         ``model.get_base_model()`` is the plain merged transformers model.
     """
-    from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
     from numadapter.export_files import (
-        REEXPORT,
         base_model_config,
         check_export_files,
         check_loaded_weights,
@@ -384,7 +385,6 @@ def load_exported(
     )
     from numadapter.mapping import get_peft_model
     from numadapter.tokenization.tokenizer import NumberTokenizer
-    from numadapter.tuner.integrity import STAMP, check_stamp, digest_error, digest_problems, without_digests
     from numadapter.tuner.number_modules import number_token_ids
 
     path = os.fspath(path)
@@ -421,14 +421,46 @@ def load_exported(
                 continue
             delta = module.token_adapter.trainable_tokens_delta["default"]  # (K, H)
             delta[: len(ids)] = rows.to(delta.device, delta.dtype)
+    skip = None if same_dtype else written.__contains__
+    load_number_modules(path, config, tuner.number_modules["default"], written if same_dtype else {}, skip)
+    model.eval()
+    return model, ntok
+
+
+def load_number_modules(
+    path: str,
+    config: Any,
+    modules: nn.Module,
+    rows: dict[str, torch.Tensor] | None = None,
+    skip: Any = None,
+) -> None:
+    """Loads ``number_modules.safetensors`` of the export `path` into `modules` (`NumberModules` built for
+    `config`), after checking the settings it was saved with and the digest of every tensor.
+
+    Args:
+        path: the export directory.
+        config: its `NumberAdapterConfig` (`read_number_config`).
+        modules: the number modules to fill (`load_exported`'s adapter, or the vLLM plugin's own).
+        rows: the [NUM] / EOS rows of the loaded model weights keyed as `_written_rows` keys them, checked too
+            (None: only the modules' own tensors are checked, the saved digests of rows are skipped).
+        skip: with `rows`, ``skip(key)`` true for saved digests not to check (None: all).
+
+    Raises:
+        ValueError: the file disagrees with the config, or a tensor's bytes changed (the message names the fix).
+    """
+    from safetensors.torch import load_file
+
+    from numadapter.export_files import REEXPORT
+    from numadapter.tuner.integrity import STAMP, check_stamp, digest_error, digest_problems, without_digests
+
     modules_file = os.path.join(path, NUMBER_MODULES_NAME)
     state = load_file(modules_file)
     check_stamp(config, state.get(STAMP), modules_file, os.path.join(path, NUMBER_CONFIG_NAME))
-    skip = None if same_dtype else written.__contains__
-    problems = digest_problems({**state, **(written if same_dtype else {})}, state.get(STAMP), modules_file, skip)
+    if rows is None:  # the modules' own tensors only: a row of the model weights is keyed "<parameter>[<ids>]"
+        rows, skip = {}, lambda key: "[" in key
+    problems = digest_problems({**state, **rows}, state.get(STAMP), modules_file, skip)
     if problems:
         raise digest_error(problems, f"{modules_file} (with the rows of the model weights)", REEXPORT)
-    modules = tuner.number_modules["default"]
     state.setdefault(STAMP, modules.settings_stamp)  # an export written before settings stamps existed
     state[STAMP] = without_digests(state[STAMP], modules_file)
     device = next(iter(modules.parameters()), torch.empty(0)).device
@@ -439,8 +471,6 @@ def load_exported(
             f"{modules_file} does not hold the number modules {os.path.join(path, NUMBER_CONFIG_NAME)} describes "
             f"({exc}): the export was edited or damaged; {REEXPORT}."
         ) from exc
-    model.eval()
-    return model, ntok
 
 
 def export_checkpoint(

@@ -112,6 +112,28 @@ def file_listing(directory: str, *, every_size: bool = False) -> dict[str, int |
     return dict(sorted(listing.items()))
 
 
+WEIGHTS_NAME, WEIGHTS_INDEX_NAME = "model.safetensors", "model.safetensors.index.json"
+
+
+def write_weight_index(directory: str) -> None:
+    """Writes ``model.safetensors.index.json`` for a model saved as one ``model.safetensors`` (a sharded save has it).
+
+    Serving engines that read a directory without an index load every ``*.safetensors`` in it as model weights, so
+    ``number_modules.safetensors`` beside the weights made vLLM refuse even an export it could serve ("There is no
+    module or parameter named 'settings_stamp'"); with an index they load the files it names. transformers loads the
+    single file as before."""
+    from safetensors import safe_open
+
+    single = os.path.join(directory, WEIGHTS_NAME)
+    if os.path.exists(os.path.join(directory, WEIGHTS_INDEX_NAME)) or not os.path.exists(single):
+        return
+    with safe_open(single, framework="pt") as handle:
+        names = list(handle.keys())
+    index = {"metadata": {"total_size": os.path.getsize(single)}, "weight_map": dict.fromkeys(names, WEIGHTS_NAME)}
+    with open(os.path.join(directory, WEIGHTS_INDEX_NAME), "w", encoding="utf-8") as file:
+        json.dump(index, file, indent=2, sort_keys=True)
+
+
 def safetensors_problem(path: str) -> str | None:
     """Why `path` is not a whole safetensors file (None when its header and size agree)."""
     size = os.path.getsize(path)

@@ -167,6 +167,11 @@ def test_export_directory_is_safetensors_and_json_only(store, tmp_path):
     assert set(keys) == expected
     config_again, _ = read_number_config(out)
     assert config_again.xval_scale == config.xval_scale and config_again.inference_mode
+    # one weights file still comes with an index naming it for every weight, and nothing else: engines that find no
+    # index read every *.safetensors of the directory as weights, number_modules.safetensors included
+    index = json.load(open(out / "model.safetensors.index.json"))
+    with safe_open(str(out / "model.safetensors"), "pt") as f:
+        assert index["weight_map"] == dict.fromkeys(f.keys(), "model.safetensors")
 
 
 def test_inplace_export_and_checkpoint_export_agree(store, tmp_path):
