@@ -1,0 +1,84 @@
+"""The vLLM plugin's per-request choice (`NumberRequest`), checked without vLLM.
+
+A stand-in for vLLM's engine runs the export's merged transformers model on the whole sequence at every step, with
+the features of each [NUM] the request wrote added at its position (`ServedExport.embed`), and hands the request the
+last position's logits and LM-head input; the request forces the next token. Random tiny Llamas in answers mode whose
+context head copies the latest number emit [NUM]s often, side by side and next to digits (the '5' of the second
+scores almost as high as [NUM]). Checked:
+
+- the tokens numadapter's rules choose are `numadapter.generate`'s, exactly, up to and including the token after
+  the first [NUM] (later ones read a context that holds the first number's digits, which numadapter's does not:
+  docs/DESIGN.md, "Serving the export with vLLM");
+- the text of the forced tokens is numadapter's decoding of the chosen tokens and their numbers, spaces included
+  (vLLM's text is the tokens' text alone: the plugin writes those spaces as tokens).
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+from helpers.adapter_cases import Store
+from helpers.answers_cases import SUMS_ONLY
+from helpers.generation_cases import PROMPTS, copy_latest_number, number_writer
+
+from numadapter.export import export_merged, load_exported
+from numadapter.generation import generate
+from numadapter.serving.vllm.requests import NumberRequest
+from numadapter.serving.vllm.served import ServedExport
+
+NEW = 8
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Store:
+    return Store(str(tmp_path_factory.mktemp("vllm_requests")))
+
+
+def serve(served: ServedExport, model: torch.nn.Module, prompt: str, decisions: int) -> NumberRequest:
+    """Runs a `NumberRequest` for `prompt` as vLLM would, with the plain transformers `model`, until it has chosen
+    `decisions` tokens by numadapter's rules and forced every digit and space they need."""
+    tokenizer = served.ntok.tokenizer
+    ids = tokenizer(prompt)["input_ids"]
+    request = NumberRequest(served, ids, SimpleNamespace(temperature=0.0, max_tokens=None), tokenizer.eos_token_id)
+    sequence, captured = list(ids), []
+    hook = model.get_output_embeddings().register_forward_pre_hook(lambda module, args: captured.append(args[0]))
+    try:
+        while len(request.chosen) < decisions or request.queue or request.digits:
+            with torch.no_grad():
+                embeddings = model.get_input_embeddings()(torch.tensor(sequence))  # (T, H)
+                for position, token in enumerate(sequence):
+                    if token == served.num_id:
+                        row = served.embed(embeddings[position : position + 1], [request.side_at(position)])
+                        embeddings[position] = row[0]
+                logits = model(inputs_embeds=embeddings[None]).logits[0, -1]
+            sequence.append(request.next_token(logits, captured[-1][0, -1]))
+    finally:
+        hook.remove()
+    return request
+
+
+@pytest.mark.parametrize("digits_too", [False, True])
+def test_requests_choose_numadapters_tokens_and_write_its_text(store, tmp_path, digits_too):
+    model, ntok = number_writer(store, copy_latest_number, digits_too, **SUMS_ONLY)
+    export_merged(model, ntok, str(tmp_path))
+    exported, exported_ntok = load_exported(str(tmp_path))
+    ours = generate(exported, exported_ntok, PROMPTS, max_new_tokens=NEW, return_dict=True)
+    served = ServedExport.load(tmp_path, exported.get_base_model().config)
+    num, spaced = served.num_id, 0
+    for prompt, ids in zip(PROMPTS, ours.token_ids):
+        request = serve(served, exported.get_base_model(), prompt, len(ids))
+        chosen = [c.token for c in request.chosen]
+        exact = ids.index(num) + 2 if num in ids else len(ids)  # through the token after the first [NUM]
+        assert chosen[:exact] == ids[:exact], (prompt, chosen, ids)
+        texts = [c.text for c in request.chosen if c.token == num]
+        head = exported_ntok.decode(request.prompt_ids, skip_special_tokens=True)
+        whole = exported_ntok.decode(request.prompt_ids + chosen, number_texts=texts, skip_special_tokens=True)
+        want = whole[len(head) :]  # as numadapter.generate cuts its completion out of the prompt's text
+        got = served.ntok.tokenizer.decode(request.forced, skip_special_tokens=True)
+        assert got == want, (prompt, got, want)
+        spaced += len(request.forced) - len(chosen) - sum(len(served.text_ids(t)) for t in texts)
+    assert sum(ids.count(num) for ids in ours.token_ids) >= 4
+    if digits_too:
+        assert spaced >= 1  # a space written between a [NUM]'s number and digits next to it
