@@ -82,3 +82,30 @@ def test_requests_choose_numadapters_tokens_and_write_its_text(store, tmp_path, 
     assert sum(ids.count(num) for ids in ours.token_ids) >= 4
     if digits_too:
         assert spaced >= 1  # a space written between a [NUM]'s number and digits next to it
+
+
+def test_a_number_that_would_not_fit_in_max_tokens_ends_the_request(store, tmp_path, caplog):
+    """vLLM counts a [NUM]'s digits in ``max_tokens``: a number cut short would be a wrong number, so a request
+    whose next [NUM] and digits do not fit ends there instead, with a warning naming max_tokens."""
+    model, ntok = number_writer(store, copy_latest_number, False, **SUMS_ONLY)
+    export_merged(model, ntok, str(tmp_path))
+    exported, _ = load_exported(str(tmp_path))
+    served = ServedExport.load(tmp_path, exported.get_base_model().config)
+    plain, eos = exported.get_base_model(), served.ntok.tokenizer.eos_token_id
+    prompt = next(p for p in PROMPTS if served.num_id in serve(served, plain, p, 1).forced)  # [NUM] first
+    ids = served.ntok.tokenizer(prompt)["input_ids"]
+    request = NumberRequest(served, ids, SimpleNamespace(temperature=0.0, max_tokens=1), eos)
+    with torch.no_grad():
+        out = plain(input_ids=torch.tensor([ids]), output_hidden_states=True)
+    assert request.next_token(out.logits[0, -1], out.hidden_states[-1][0, -1]) == eos
+    assert "max_tokens=1 leaves no room" in caplog.text
+
+
+def test_a_prompt_holding_the_num_token_is_ended(store, tmp_path):
+    model, ntok = number_writer(store, copy_latest_number, False, **SUMS_ONLY)
+    export_merged(model, ntok, str(tmp_path))
+    exported, _ = load_exported(str(tmp_path))
+    served = ServedExport.load(tmp_path, exported.get_base_model().config)
+    eos = served.ntok.tokenizer.eos_token_id
+    request = NumberRequest(served, [5, served.num_id, 6], SimpleNamespace(temperature=0.0, max_tokens=8), eos)
+    assert request.refused and request.next_token(torch.zeros(10), torch.zeros(4)) == eos
