@@ -101,8 +101,6 @@ class NumberRequest:
         self.eos_id = eos_id
         self.chooser = chooser_for(served, params, eos_id)
         self.reader: NumberReader | None = None
-        self.t = 0  # tokens chosen by numadapter's rules
-        self.written = 0  # tokens forced (the request's output length)
         self.queue: list[Chosen] = []  # tokens to force before the next choice
         self.digits: list[int] = []  # the digits of a [NUM] just forced, written after the next chosen token
         self.number = ""  # that number's text
@@ -115,7 +113,7 @@ class NumberRequest:
     @property
     def length(self) -> int:
         """Tokens in the sequence so far (prompt and output)."""
-        return len(self.prompt_ids) + self.written
+        return len(self.prompt_ids) + len(self.forced)
 
     def _begin(self) -> NumberReader:
         """The reader over the prompt's numbers, as `numadapter.generate` reads them from the prompt's text."""
@@ -131,15 +129,15 @@ class NumberRequest:
         if self.reader is None:
             self.reader = self._begin()
         step = Step(logits.float().unsqueeze(0), hidden.float().reshape(1, 1, -1))
-        choice = choose_step(step, self.reader, self.chooser, self.t, [0], self.served.num_id)
-        self.t += 1
+        t = len(self.chosen)  # tokens chosen by numadapter's rules before this one
+        choice = choose_step(step, self.reader, self.chooser, t, [0], self.served.num_id)
         token = choice.tokens[0]
         if not choice.rows:
             return Chosen(token)
         number = choice.numbers[0]
         if not number.feedable:
             logger.warning(
-                "numadapter: a request stopped at its generated token %d: %s", self.t - 1,
+                "numadapter: a request stopped at its generated token %d: %s", t,
                 number.reason or self.reader.out_of_range_message(number.value),
             )  # fmt: skip
             return Chosen(self._end())
@@ -165,18 +163,17 @@ class NumberRequest:
             digits = chosen.digits
             if not after_number and digits_apart(self._text_before(), chosen.text):
                 digits = self.served.text_ids(" ") + digits
-            room = None if self.max_tokens is None else self.max_tokens - self.written - 1
+            room = None if self.max_tokens is None else self.max_tokens - len(self.forced) - 1
             if room is not None and room < len(digits) + 1:  # its digits would be cut: end before the [NUM]
                 logger.warning(
                     "numadapter: max_tokens=%d leaves no room for the number at generated token %d (a [NUM] and %d "
-                    "digit tokens); the request ends there (raise max_tokens).", self.max_tokens, self.written,
+                    "digit tokens); the request ends there (raise max_tokens).", self.max_tokens, len(self.forced),
                     len(digits),
                 )  # fmt: skip
                 token = self._end()
             else:
                 self.sides[self.length] = chosen.side
                 self.digits, self.number = digits, chosen.text
-        self.written += 1
         self.forced.append(token)
         return token
 
