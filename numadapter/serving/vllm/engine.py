@@ -51,23 +51,32 @@ class EngineNumbers:
 
     # -- the batch (logits processor's update_state) ----------------------------------------------------------
     def update(self, batch_update: Any) -> None:
-        """Follows vLLM's ``BatchUpdate``: removed, then added, then moved slots."""
-        from vllm.v1.sample.logits_processor import MoveDirectionality
-
+        """Follows vLLM's ``BatchUpdate``: removed, then added, then moved slots. A request leaving the batch is
+        parked (a preempted one comes back with its output list); vLLM lists a slot as removed only when no added or
+        moved request takes it over, so a request replaced in its slot leaves the batch too."""
         if self.served is None:
             return
         for slot in batch_update.removed:
-            request = self.requests.pop(slot, None)
-            if request is not None:
-                self._park(request)
+            self._leave(slot)
         for slot, params, prompt_ids, output_ids in batch_update.added:
+            self._leave(slot)
             self.requests[slot] = self._request(params, prompt_ids or [], output_ids)
         for first, second, direction in batch_update.moved:
-            a, b = self.requests.pop(first, None), self.requests.pop(second, None)
+            a = self.requests.pop(first, None)
+            if direction.name == "SWAP":  # vLLM's MoveDirectionality (else UNIDIRECTIONAL)
+                b = self.requests.pop(second, None)
+                if b is not None:
+                    self.requests[first] = b
+            else:
+                self._leave(second)
             if a is not None:
                 self.requests[second] = a
-            if direction == MoveDirectionality.SWAP and b is not None:
-                self.requests[first] = b
+
+    def _leave(self, slot: int) -> None:
+        """The request in `slot` (if any) leaves the batch: parked for its return."""
+        request = self.requests.pop(slot, None)
+        if request is not None:
+            self._park(request)
 
     def _park(self, request: NumberRequest) -> None:
         key = id(request.output_ids)

@@ -31,6 +31,12 @@ class NumberLlamaForCausalLM(LlamaForCausalLM):
 
     def __init__(self, *, vllm_config: Any, prefix: str = "") -> None:
         model_config = vllm_config.model_config
+        if getattr(vllm_config, "use_v2_model_runner", False):
+            raise UnservedExportError(
+                f"numadapter's vLLM plugin serves number exports on vLLM's V1 model runner; {model_config.model} is "
+                "being loaded by the V2 model runner, whose logits processors cannot write the numbers yet. Set "
+                f"VLLM_USE_V2_MODEL_RUNNER=0 to serve it with vLLM. {ELSEWHERE}"
+            )
         served = ServedExport.load(model_config.model, model_config.hf_config)  # refuses before building anything
         super().__init__(vllm_config=vllm_config, prefix=prefix)
         eos = getattr(model_config.hf_config, "eos_token_id", None)

@@ -7,7 +7,9 @@ LoRA, trained on sums) merged into the real checkpoint, as one file and in 200 M
 - with the plugin, offline (``LLM``): 50 held-out sums, the same 50 after an extra number ("Q3. a + b ="), prompts
   without numbers and a long few-shot prompt, in one batch with prefix caching and chunked prefill on (at most 32
   tokens per step, so the long prompt is prefilled in chunks): the texts of `numadapter.generate` on the export;
-- with the plugin, the OpenAI-compatible server over HTTP on localhost, streamed and not: the same texts;
+- with the plugin, offline on a KV cache so small that vLLM preempts requests and resumes them: the same texts;
+- with the plugin, the OpenAI-compatible server over HTTP on localhost, streamed and not (every prompt): the same
+  texts;
 - without the plugin (``VLLM_PLUGINS=none``): the export is refused with an error that names numadapter, as one file
   and in shards; an export of LoRA on digits (no number modules) is served with numadapter's answers.
 
@@ -25,6 +27,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
@@ -174,6 +177,20 @@ def test_plugin_offline_gives_numadapters_answers_in_shards(served):
     assert sum(ours) >= 95 and ours == [result["ids"][i].count(marker) for i in ended]  # after it in vLLM's
 
 
+def test_plugin_resumes_preempted_requests(served):
+    """A KV cache of five 32-token blocks: requests that grow past their blocks preempt others, which vLLM adds back
+    later (often into another slot, in the step a new request takes theirs) and recomputes; each resumes with its
+    numbers' features at their positions and gives numadapter's answers."""
+    engine = {
+        **ENGINE, "max_model_len": 128, "block_size": 32, "num_gpu_blocks_override": 5, "disable_log_stats": False,
+    }  # fmt: skip
+    result = run_vllm(served.one_file, served.prompts, engine=engine)
+    assert "error" not in result, result["error"]
+    assert result["preemptions"] >= 1
+    answers, texts = differences(served.ours, result["texts"])
+    assert len(answers) <= 1 and not texts, (answers, texts)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -225,9 +242,9 @@ def test_plugin_openai_server_streamed_and_not(served):
         texts = [c["text"] for c in choices]
         answers, different = differences(served.ours, texts)
         assert len(answers) <= 1 and not different, (answers, different)
-        picked = list(range(0, 100, 10)) + [100, 103]  # streamed one by one: ten sums, a plain and the few-shot
-        streams = [streamed(port, served.one_file, prompts[i]) for i in picked]
-        assert streams == [texts[i] for i in picked]
+        with ThreadPoolExecutor(16) as pool:  # every prompt streamed, 16 requests at a time
+            streams = list(pool.map(lambda prompt: streamed(port, served.one_file, prompt), prompts))
+        assert streams == texts
         penalised = {"model": served.one_file, "prompt": "1 + 1 =", "max_tokens": 4, "repetition_penalty": 1.3}
         with pytest.raises(urllib.error.HTTPError) as refused:  # a setting numadapter's choice would not apply
             post(port, penalised)
