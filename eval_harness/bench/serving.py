@@ -15,8 +15,13 @@ Both engines are loaded first, then every side runs once per repetition in rotat
 engine; goal <= 1.10) and ``plugin / numadapter`` compare like with like. Reported: the median seconds of each side
 and the median of the per-repetition ratios.
 
+``--depth D`` (default 1) measures the same on a deeper model with the same answers: the export's decoder layers
+repeated D times over, the copies inert (their ``o_proj`` and ``down_proj`` zero, so each adds exactly nothing to the
+residual stream): the engine's forward costs about D times as much, the head's work per [NUM] stays the same, as when
+the same head sits on a larger base.
+
 Run: ``.venv-vllm/bin/python -m eval_harness.bench.serving [--export DIR] [--prompts 64] [--new-tokens 8]
-[--repeats 5] [--json out.json]``.
+[--repeats 5] [--depth 1] [--json out.json]``.
 """
 
 from __future__ import annotations
@@ -66,12 +71,51 @@ def plain_copy(export: str, directory: str) -> str:
     return directory
 
 
+def deepened(export: str, directory: str, depth: int) -> str:
+    """`export` with its decoder layers repeated `depth` times over in `directory`, the copies inert (``o_proj`` and
+    ``down_proj`` zero): the same answers from a forward that costs about `depth` times as much."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    with open(os.path.join(export, "config.json"), encoding="utf-8") as handle:
+        config = json.load(handle)
+    weights = load_file(os.path.join(export, "model.safetensors"))  # the export's base weights, one file
+    layers = config["num_hidden_layers"]
+    for copy in range(1, depth):
+        for layer in range(layers):
+            prefix = f"model.layers.{layer}."
+            for name, tensor in list(weights.items()):
+                if name.startswith(prefix):
+                    inert = name.endswith(("o_proj.weight", "down_proj.weight"))
+                    new = f"model.layers.{copy * layers + layer}.{name[len(prefix) :]}"
+                    weights[new] = torch.zeros_like(tensor) if inert else tensor.clone()
+    for name in os.listdir(export):
+        if name not in ("model.safetensors", "model.safetensors.index.json", "config.json"):  # written below
+            shutil.copy(os.path.join(export, name), directory)
+    save_file(weights, os.path.join(directory, "model.safetensors"), metadata={"format": "pt"})
+    index = {"metadata": {}, "weight_map": dict.fromkeys(sorted(weights), "model.safetensors")}
+    with open(os.path.join(directory, "model.safetensors.index.json"), "w", encoding="utf-8") as handle:
+        json.dump(index, handle, indent=2)
+    config["num_hidden_layers"] = layers * depth
+    with open(os.path.join(directory, "config.json"), "w", encoding="utf-8") as handle:
+        json.dump(config, handle, indent=2)
+    record_path = os.path.join(directory, "number_config.json")  # what the export wrote, checked on load
+    with open(record_path, encoding="utf-8") as handle:
+        record = json.load(handle)
+    record["files"]["model.safetensors"] = os.path.getsize(os.path.join(directory, "model.safetensors"))
+    record["model_config"]["num_hidden_layers"] = layers * depth
+    with open(record_path, "w", encoding="utf-8") as handle:
+        json.dump(record, handle, indent=2)
+    return directory
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--export", default=None)
     parser.add_argument("--prompts", type=int, default=64)
     parser.add_argument("--new-tokens", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--depth", type=int, default=1, help="the decoder layers repeated D times over, inert")
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
     # vLLM's CPU build gives an engine most of the machine's memory for its KV cache unless told: two engines here
@@ -85,6 +129,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     scratch = tempfile.mkdtemp(prefix="bench_serving_")
     try:
         export = args.export or fixture_export(os.path.join(scratch, "export"))
+        if args.depth > 1:
+            os.makedirs(os.path.join(scratch, "deep"))
+            export = deepened(export, os.path.join(scratch, "deep"), args.depth)
         plain_dir = os.path.join(scratch, "plain")
         os.makedirs(plain_dir)
         plain_copy(export, plain_dir)
@@ -94,11 +141,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         engines = {"plugin": LLM(model=export, **ENGINE), "plain": LLM(model=plain_dir, **ENGINE)}
         model, ntok = numadapter.load_exported(export)
         counts: dict[str, int] = {}
+        num_counts: dict[str, int] = {}  # the [NUM]s each side wrote (the head's work: plugin and numadapter)
 
         def on_engine(name: str):
             def run() -> None:
                 outputs = engines[name].generate(prompts, params, use_tqdm=False)
                 counts[name] = sum(len(o.outputs[0].token_ids) for o in outputs)
+                num_counts[name] = sum(list(o.outputs[0].token_ids).count(ntok.num_token_id) for o in outputs)
 
             return run
 
@@ -108,6 +157,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 batch_size=len(prompts),
             )  # fmt: skip
             counts["numadapter"] = sum(len(ids) for ids in out.token_ids)
+            num_counts["numadapter"] = sum(ids.count(ntok.num_token_id) for ids in out.token_ids)
 
         fns = {"plugin": on_engine("plugin"), "plain": on_engine("plain"), "numadapter": on_numadapter}
         times = interleaved_times(fns, args.repeats, warmup=1)["wall"]
@@ -118,7 +168,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"plugin/{other}": statistics.median(p / o for p, o in zip(times["plugin"], times[other]))
         for other in ("plain", "numadapter")
     }
-    result = {"prompts": len(prompts), "new_tokens": args.new_tokens, "repeats": args.repeats, "tokens": counts,
+    result = {"prompts": len(prompts), "new_tokens": args.new_tokens, "repeats": args.repeats, "depth": args.depth,
+              "tokens": counts, "num_tokens": num_counts,
               "seconds": medians, "ratios": ratios, "goal_plugin_over_plain": 1.10}  # fmt: skip
     for side, seconds in medians.items():
         print(f"{side:<11} {seconds:7.3f} s for {len(prompts)} prompts x {args.new_tokens} new tokens "
