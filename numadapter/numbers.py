@@ -147,6 +147,14 @@ _NUMBER_RE = re.compile(
 _OTHER_DIGIT_RE = re.compile(r"[^\D0-9]")
 
 
+def fixed_point(digits: Sequence[int], sign: int = 1) -> int:
+    """The fixed-point integer of place digits (most significant first) and a sign, in units of the lowest place
+    (``value * 10^frac_digits``): ``[0, 4, 2, 5]`` with one fraction place is 42.5 -> 425; ``[]`` -> 0. The inverse
+    of `ExactNumber.place_digits`; `numadapter.methods.context.fixed_point_values` is the same on tensors."""
+    magnitude = int("".join(map(str, digits)) or "0")
+    return -magnitude if sign < 0 else magnitude
+
+
 class NumberOutOfRangeError(ValueError):
     """A number does not fit the configured digit places.
 

@@ -28,8 +28,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from numadapter.methods.fone.wrapping import place_integer
-from numadapter.numbers import ExactNumber
+from numadapter.numbers import ExactNumber, fixed_point
 from numadapter.schema import KIND_FIELD, LABEL_PREFIX, MARKER_KIND, POSITIONS_FIELD
 
 __all__ = [
@@ -100,11 +99,6 @@ class Coverage:
     def share(self) -> float:
         """``formed / answers`` (1.0 when there are none)."""
         return self.formed / self.answers if self.answers else 1.0
-
-
-def fixed_point(digits: Sequence[int], sign: int) -> int:
-    """The fixed-point integer of place digits (most significant first) and a sign: ``value * 10^frac_digits``."""
-    return place_integer(digits) * (-1 if sign < 0 else 1)
 
 
 def formable(context: Sequence[int], target: int) -> bool:

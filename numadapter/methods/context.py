@@ -111,6 +111,16 @@ def last_numbers(
     )
 
 
+def fixed_point_values(digits: torch.Tensor, sign: torch.Tensor, valid: torch.Tensor | None = None) -> torch.Tensor:
+    """int ``[..., P]`` place digits (most significant first) and ``[...]`` signs -> int64 ``[...]`` signed
+    fixed-point values in units of the lowest place (`numadapter.numbers.fixed_point` on tensors; exact for up to 18
+    places); 0 where `valid` is False."""
+    places = digits.shape[-1]
+    weights = 10 ** torch.arange(places - 1, -1, -1, device=digits.device, dtype=torch.long)  # (P,)
+    values = (digits.long() * weights).sum(-1) * torch.where(sign < 0, -1, 1)
+    return values if valid is None else torch.where(valid, values, 0)
+
+
 def combine_exactly(numbers: ContextNumbers, coefficients: torch.Tensor) -> torch.Tensor:
     """The exact value of ``sum_k c_k x_k`` over the K context numbers (signed, empty slots left out), in place digits.
 

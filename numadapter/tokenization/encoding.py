@@ -35,10 +35,10 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from numadapter.data.head_coverage import fixed_point, formable
+from numadapter.data.head_coverage import formable
 from numadapter.methods.fone.answer_mode import context_count, context_products
 from numadapter.methods.fone.pair_ops import pair_formable
-from numadapter.numbers import ExactNumber, NumberOutOfRangeError, NumberSpan, find_numbers
+from numadapter.numbers import ExactNumber, NumberOutOfRangeError, NumberSpan, find_numbers, fixed_point
 from numadapter.schema import CONTEXT_KIND, MARKER_KIND, EncodedNumber
 from numadapter.schema import SIDE_FIELDS as SIDE_KEYS
 from numadapter.tokenization.equations import EquationAnswers

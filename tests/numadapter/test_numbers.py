@@ -515,3 +515,23 @@ def test_long_number_heavy_text():
     spans = find_numbers(text)
     assert len(spans) == 11 * (200_000 // len(chunk))
     _check_invariants(text, spans)
+
+
+@pytest.mark.parametrize("text", ["42.5", "-0.07", "0", "1234567.8", "-999"])
+def test_fixed_point_inverts_place_digits_on_lists_and_tensors(text):
+    """One fixed point for every side: `fixed_point` (Python: the tokenizer, the coverage count, the wrap check) and
+    `fixed_point_values` (tensors: the pointer's loss, the pair operations) give the value in units of the lowest
+    place, and `ExactNumber.from_place_digits` reads the same number back."""
+    import torch
+
+    from numadapter.methods.context import fixed_point_values
+    from numadapter.numbers import fixed_point
+
+    exact = ExactNumber.parse(text)
+    digits = exact.place_digits(8, 2)
+    units = fixed_point(digits, exact.sign)
+    assert Decimal(units).scaleb(-2) == Decimal(text)
+    assert ExactNumber.from_place_digits(digits, 8, 2, exact.sign) == exact
+    rows = torch.tensor([digits, digits]), torch.tensor([exact.sign, exact.sign]), torch.tensor([True, False])
+    assert fixed_point_values(*rows).tolist() == [units, 0]
+    assert fixed_point_values(*rows[:2]).tolist() == [units, units]

@@ -78,16 +78,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from numadapter.methods.base import NumberSettings
-from numadapter.methods.context import ContextNumbers
+from numadapter.methods.context import ContextNumbers, fixed_point_values
 from numadapter.methods.fone.answer_mode import context_count, context_products
 from numadapter.methods.fone.embedding import digits_to_strings, fone_features_from_digits, lower_fractions
 from numadapter.methods.fone.pair_ops import pair_count, pair_results
-from numadapter.methods.fone.pointer import (
-    PointerScores,
-    exact_log_likelihood,
-    fixed_point_values,
-    likeliest_combination,
-)
+from numadapter.methods.fone.pointer import PointerScores, exact_log_likelihood, likeliest_combination
 
 REDUCTIONS = ("mean", "sum", "none")
 # the operation logit of the signed sum in a fresh head with fone_context_products (the pairs start at 0): the sum,

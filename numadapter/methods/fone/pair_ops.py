@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import torch
 
-from numadapter.methods.context import ContextNumbers
+from numadapter.methods.context import ContextNumbers, fixed_point_values
 
 
 def pair_list(count: int) -> list[tuple[str, int, int]]:
@@ -50,15 +50,6 @@ class PairResults(NamedTuple):
     combined: torch.Tensor
 
 
-def fixed_values(numbers: ContextNumbers) -> torch.Tensor:
-    """Signed fixed-point values of the context numbers (value * ``10^frac_digits``), int64 ``[N, K]`` (0 in empty
-    slots); exact for up to 18 places."""
-    places = numbers.digits.shape[-1]
-    weights = torch.pow(10, torch.arange(places - 1, -1, -1, device=numbers.digits.device))  # (P,)
-    magnitude = (numbers.digits.long() * weights).sum(-1)  # (N, K)
-    return torch.where(numbers.valid, magnitude * numbers.sign.long(), 0)
-
-
 def pair_results(numbers: ContextNumbers, frac_digits: int) -> PairResults:
     """Every pair operation's exact result on `numbers` (``digits [N, K, P]``, ``sign`` / ``valid [N, K]``).
 
@@ -68,7 +59,7 @@ def pair_results(numbers: ContextNumbers, frac_digits: int) -> PairResults:
     places = numbers.digits.shape[-1]
     count = numbers.valid.shape[-1]
     ops = pair_list(count)
-    values = fixed_values(numbers)  # (N, K)
+    values = fixed_point_values(numbers.digits, numbers.sign, numbers.valid)  # (N, K), 0 in empty slots
     scale = 10**frac_digits
     limit = 10**places  # |r| * 10^frac must stay below 10^P
     left = torch.tensor([i for _, i, _ in ops], dtype=torch.long, device=values.device)

@@ -97,14 +97,6 @@ def _unit_rms(x: torch.Tensor) -> torch.Tensor:
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
 
 
-def fixed_point_values(digits: torch.Tensor, sign: torch.Tensor) -> torch.Tensor:
-    """int64 ``[..., P]`` place digits (most significant first) and ``[...]`` signs -> ``[...]`` fixed-point values
-    (units of the lowest place)."""
-    places = digits.shape[-1]
-    weights = 10 ** torch.arange(places - 1, -1, -1, device=digits.device, dtype=torch.long)  # (P,)
-    return (digits.long() * weights).sum(-1) * torch.where(sign < 0, -1, 1)
-
-
 def _half_sums(
     values: torch.Tensor, scores: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -32,12 +32,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from decimal import Decimal
 
-from numadapter.numbers import ExactNumber
-
-
-def place_integer(digits: Sequence[int]) -> int:
-    """Place digits, most significant first -> the integer they spell (``[0, 4, 2]`` -> 42; ``[]`` -> 0)."""
-    return int("".join(map(str, digits)) or "0")
+from numadapter.numbers import ExactNumber, fixed_point
 
 
 def unwrapped(digits: Sequence[int], combination: Sequence[int], int_digits: int, frac_digits: int) -> Decimal | None:
@@ -58,9 +53,9 @@ def unwrapped(digits: Sequence[int], combination: Sequence[int], int_digits: int
     if terms == 0:
         return None
     modulus = 10 ** (int_digits + frac_digits)
-    exact = overflow * modulus + place_integer(places)  # S
+    exact = overflow * modulus + fixed_point(places)  # S
     half = modulus // 2
-    offset = (place_integer(digits) - exact + half) % modulus - half  # R, in [-modulus / 2, modulus / 2)
+    offset = (fixed_point(digits) - exact + half) % modulus - half  # R, in [-modulus / 2, modulus / 2)
     value = exact + offset
     if 0 <= value < modulus:
         return None
