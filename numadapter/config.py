@@ -16,12 +16,12 @@ from peft import LoraConfig
 
 from numadapter.integrations.peft_type import config_peft_type
 from numadapter.methods.fone.answer_mode import POINTER_NUMBERS
+from numadapter.methods.fone.modes.registry import known_head_modes, unknown_head_mode_message
 from numadapter.methods.registry import get_method, known_methods, unknown_encoding_message
 from numadapter.ntl.vocab import KINDS as NTL_KINDS
 from numadapter.numbers import find_numbers
 
 FONE_PROJECTIONS = ("linear", "pad")
-FONE_HEAD_INPUTS = ("linear", "slice", "rotation", "context")
 FONE_HEAD_TARGETS = ("digit", "feature")
 FONE_NUMBERS = ("auto", "all", "answers")
 SIGN_POLICIES = ("text", "feature")
@@ -446,12 +446,11 @@ class NumberAdapterConfig(LoraConfig):
     fone_init_scale: float = field(
         default=1.0, metadata={"help": "Initial RMS of projected features relative to the [NUM] row."}
     )
-    fone_head_input: Literal["linear", "slice", "rotation", "context"] = field(
+    fone_head_input: str = field(  # not a Literal: head modes registered from outside are modes too
         default="context",
         metadata={
             "help": "Digit 2-vectors from a learned projection, the first hidden dims (paper), a product of two "
-            "read-outs, or a read-out times a signed combination of the numbers before (context).",
-            "choices": list(FONE_HEAD_INPUTS),
+            "read-outs, a read-out times a signed combination of the numbers before (context), or a registered mode.",
         },
     )
     fone_context_numbers: int | None = field(
@@ -684,7 +683,8 @@ class NumberAdapterConfig(LoraConfig):
         _choice("sign_policy", self.sign_policy, SIGN_POLICIES)
         _choice("out_of_range", self.out_of_range, OUT_OF_RANGE_POLICIES)
         _choice("fone_projection", self.fone_projection, FONE_PROJECTIONS)
-        _choice("fone_head_input", self.fone_head_input, FONE_HEAD_INPUTS)
+        if not isinstance(self.fone_head_input, str) or self.fone_head_input not in known_head_modes():
+            raise ValueError(unknown_head_mode_message(self.fone_head_input))
         _choice("fone_head_target", self.fone_head_target, FONE_HEAD_TARGETS)
         _choice("fone_numbers", self.fone_numbers, FONE_NUMBERS)
         if self.fone_context_products is not None and not isinstance(self.fone_context_products, bool):

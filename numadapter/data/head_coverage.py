@@ -7,9 +7,9 @@ on a pretrained base (docs/results.md). So the share of a data set's answers tha
 any training, whether the head can help: it does where answers are sums of numbers in the text, and not where no
 combination forms them (a x1000 unit conversion).
 
-- `combination_of`: the coefficients that form a target from context values, or None.
-- `fixed_point`, `formable`: what ``fone_numbers="answers"`` uses (`NumberTokenizer` writes an answer as [NUM] only
-  when `formable`): a number's fixed-point integer, and whether a combination with at least one term forms a target.
+- `combination_of`, `formable` (the context mode's own, `numadapter.methods.fone.modes.context`, named here for the
+  callers of this module): the coefficients that form a target from context values, and whether a combination with
+  at least one term does.
 - `head_share`, `count_answers`: over a sample of raw training data, how many answers the tokenizer writes as [NUM]
   in answers mode, and how many answers there are (where they are written as equations, each equation's result:
   `numadapter.tokenization.equations`), with those the config's number places cannot hold.
@@ -21,13 +21,13 @@ combination forms them (a x1000 unit conversion).
 from __future__ import annotations
 
 import copy
-import itertools
 import random
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from numadapter.methods.fone.modes.context import combination_of, formable
 from numadapter.numbers import ExactNumber, fixed_point
 from numadapter.schema import KIND_FIELD, LABEL_PREFIX, MARKER_KIND, POSITIONS_FIELD
 
@@ -40,45 +40,6 @@ __all__ = [
 WIDE_PLACES = (40, 20)
 # the share of answers the head may fail to form before the trainer warns
 UNCOVERED_WARNING_SHARE = 0.1
-# contexts longer than this are searched by halves (`_combination_by_halves`), shorter ones term by term
-SEARCHED_DIRECTLY = 6
-
-
-def combination_of(context: Sequence[int], target: int, min_terms: int = 0) -> tuple[int, ...] | None:
-    """Coefficients ``c`` in ``{-1, 0, +1}`` with ``sum(c_k * context[k]) == target``, the fewest terms first.
-
-    Args:
-        context: the values before the answer, most recent first (integers: fixed-point values, all scaled alike).
-        target: the answer's value on the same scale.
-        min_terms: the fewest nonzero coefficients allowed (1: the empty sum does not form 0).
-
-    Returns:
-        One coefficient per context value (most recent first), or None when no combination forms the target.
-    """
-    if len(context) > SEARCHED_DIRECTLY:  # the pointer head's long contexts: meet in the middle
-        return _combination_by_halves(context, target, min_terms)
-    for terms in range(min_terms, len(context) + 1):
-        for chosen in itertools.combinations(range(len(context)), terms):
-            for signs in itertools.product((1, -1), repeat=terms):
-                if sum(s * context[k] for s, k in zip(signs, chosen)) == target:
-                    coefficients = [0] * len(context)
-                    for s, k in zip(signs, chosen):
-                        coefficients[k] = s
-                    return tuple(coefficients)
-    return None
-
-
-def _combination_by_halves(context: Sequence[int], target: int, min_terms: int) -> tuple[int, ...] | None:
-    """`combination_of` for a long context, by `numadapter.methods.fone.pointer.fewest_terms`."""
-    import torch
-
-    from numadapter.methods.fone.pointer import fewest_terms
-
-    if min_terms == 0 and target == 0:
-        return (0,) * len(context)
-    values = torch.tensor([list(context)], dtype=torch.long)
-    found = fewest_terms(values, torch.ones_like(values, dtype=torch.bool), torch.tensor([target]))[0].tolist()
-    return tuple(found) if any(found) else None
 
 
 @dataclass
@@ -99,15 +60,6 @@ class Coverage:
     def share(self) -> float:
         """``formed / answers`` (1.0 when there are none)."""
         return self.formed / self.answers if self.answers else 1.0
-
-
-def formable(context: Sequence[int], target: int) -> bool:
-    """Whether a signed combination of the `context` values with at least one term gives `target` (same scale).
-
-    The context head forms exactly those; with every coefficient 0 it would write the number through its linear
-    read-out alone, which is not exact (so a 0 with no 0 or pair of equal numbers before it is not formable).
-    """
-    return combination_of(context, target, min_terms=1) is not None
 
 
 def head_coverage(dataset: Any, count: int, limit: int = 2000) -> Coverage:

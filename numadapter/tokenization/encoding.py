@@ -35,9 +35,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from numadapter.data.head_coverage import formable
-from numadapter.methods.fone.answer_mode import context_count, context_products
-from numadapter.methods.fone.pair_ops import pair_formable
+from numadapter.methods.fone.answer_mode import context_count
+from numadapter.methods.fone.modes import get_head_mode
 from numadapter.numbers import ExactNumber, NumberOutOfRangeError, NumberSpan, find_numbers, fixed_point
 from numadapter.schema import CONTEXT_KIND, MARKER_KIND, EncodedNumber
 from numadapter.schema import SIDE_FIELDS as SIDE_KEYS
@@ -350,9 +349,10 @@ class NumberEncoding:
         return "".join(parts), numbers
 
     def _formable(self, context: list[int], value: int) -> bool:
-        """Whether the context head forms `value` from `context` (fixed-point, most recent first): a signed sum with a
-        term, or with ``fone_context_products`` a product / exact quotient of two of them (its magnitude); with
-        ``fone_head_copies=False`` not a value that repeats a context number (the LM copies it in digits)."""
+        """Whether the head forms `value` from `context` (fixed-point, most recent first), as its mode says
+        (`HeadMode.forms`; the context mode: a signed sum with a term, or with ``fone_context_products`` a product /
+        exact quotient of two of them); with ``fone_head_copies=False`` not a value that repeats a context number (the
+        LM copies it in digits)."""
         cfg = self.config
         if self.__dict__.get("_every_answer"):  # `numadapter.data.head_share` counting the answers
             return True
@@ -360,9 +360,7 @@ class NumberEncoding:
             return False
         if not getattr(cfg, "fone_head_copies", True) and value in context:
             return False
-        if formable(context, value):
-            return True
-        return context_products(cfg) and pair_formable(context, value, cfg.frac_digits)
+        return get_head_mode(cfg).forms(context, value, cfg)
 
     def _substitute_answers(
         self, index: int, text: str, answers: AnswerRanges, left: list[NumberSpan] | None = None
@@ -373,7 +371,7 @@ class NumberEncoding:
         text has no answer), and is an equation's result where that range is written as equations
         (`numadapter.tokenization.equations`: only the number after "=" in a worked solution), becomes the marker
         when a signed combination (at least one term) of the fixed-point values of the last ``fone_context_numbers``
-        numbers before it forms its value (`formable`); every number, marker or digits, is context for the numbers
+        numbers before it forms its value (`_formable`); every number, marker or digits, is context for the numbers
         after it (one in digits with its `_context_row`: "30%" is 0.3).
 
         Returns:

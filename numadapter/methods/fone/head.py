@@ -79,15 +79,12 @@ from torch import nn
 
 from numadapter.methods.base import NumberSettings
 from numadapter.methods.context import ContextNumbers, fixed_point_values
-from numadapter.methods.fone.answer_mode import context_count, context_products
 from numadapter.methods.fone.embedding import digits_to_strings, fone_features_from_digits, lower_fractions
-from numadapter.methods.fone.pair_ops import pair_count, pair_results
-from numadapter.methods.fone.pointer import PointerScores, exact_log_likelihood, likeliest_combination
+from numadapter.methods.fone.modes import complex_product, get_head_mode
+from numadapter.methods.fone.pair_ops import pair_results
+from numadapter.methods.fone.pointer import exact_log_likelihood, likeliest_combination
 
 REDUCTIONS = ("mean", "sum", "none")
-# the operation logit of the signed sum in a fresh head with fone_context_products (the pairs start at 0): the sum,
-# and so the plain read-out, is chosen until training says otherwise
-SUM_PRIOR = 3.0
 
 
 class DigitHeadOutput(NamedTuple):
@@ -136,13 +133,6 @@ def digit_angles(device: torch.device | str | None = None) -> torch.Tensor:
     """The ten digit directions ``phi(j, 10) = (cos(2*pi*j/10), sin(2*pi*j/10))``, float32 ``[10, 2]``."""
     angle = torch.arange(10, dtype=torch.float64, device=device) * (2 * math.pi / 10)  # (10,)
     return torch.stack((torch.cos(angle), torch.sin(angle)), dim=-1).to(torch.float32)  # (10, 2)
-
-
-def complex_product(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """``a * b`` of 2-vectors read as complex numbers ``(re, im)``: ``[..., 2]`` x ``[..., 2]`` -> ``[..., 2]``."""
-    return torch.stack(
-        (a[..., 0] * b[..., 0] - a[..., 1] * b[..., 1], a[..., 0] * b[..., 1] + a[..., 1] * b[..., 0]), -1
-    )
 
 
 def _pick(powers: torch.Tensor, choice: torch.Tensor) -> torch.Tensor:
@@ -212,49 +202,10 @@ class FoNEDigitHead(nn.Module):
         self.input_mode = config.fone_head_input
         self.target = config.fone_head_target
         self.predict_sign = config.sign_policy == "feature"
-        self.proj: nn.Linear | None = None
-        if self.input_mode == "slice":
-            if hidden_size < 2 * self.num_places:
-                raise ValueError(
-                    f"fone_head_input='slice' reads the first 2 * (int_digits + frac_digits) = "
-                    f"{2 * self.num_places} hidden dims, but the model width is H = {hidden_size}: set "
-                    "fone_head_input='linear', or reduce int_digits / frac_digits."
-                )
-        elif self.input_mode == "linear":
-            self.proj = nn.Linear(hidden_size, 2 * self.num_places)
-        elif self.input_mode == "context":  # the config refuses it with fone_head_target="digit"
-            self.proj = nn.Linear(hidden_size, 2 * self.num_places)
-            self.context_numbers = context_count(config)
-            self.pointer = PointerScores(hidden_size, self.context_numbers) if config.fone_context_pointer else None
-            with torch.no_grad():  # the read-out u starts at the constant 1 + 0i: each combination its exact sum
-                self.proj.weight.zero_()
-                self.proj.bias.copy_(torch.tensor([1.0, 0.0]).repeat(self.num_places))
-            if self.pointer is None:
-                # per slot, logits of the coefficients (-1, 0, +1), all equally likely at first
-                self.coefficients = nn.Linear(hidden_size, 3 * self.context_numbers)
-                with torch.no_grad():
-                    self.coefficients.weight.zero_()
-                    self.coefficients.bias.zero_()
-                grid = torch.cartesian_prod(*[torch.arange(3)] * self.context_numbers)  # (3^K, K)
-                self.register_buffer("combinations", grid.reshape(-1, self.context_numbers), persistent=False)
-            self.products = context_products(config)
-            if self.products:  # operation logits: the signed sum, then each product / quotient of two numbers
-                self.operations = nn.Linear(hidden_size, 1 + pair_count(self.context_numbers))
-                with torch.no_grad():  # a fresh head prefers the sum (its combination of nothing: the read-out)
-                    self.operations.weight.zero_()
-                    self.operations.bias.zero_()
-                    self.operations.bias[0] = SUM_PRIOR
-        elif self.input_mode == "rotation":
-            self.proj = nn.Linear(hidden_size, 2 * self.num_places)
-            # the second read-out starts as the constant 1 + 0i, so the head starts as the "linear" one
-            self.rotation = nn.Linear(hidden_size, 2 * self.num_places)
-            with torch.no_grad():
-                self.rotation.weight.zero_()
-                self.rotation.bias.copy_(torch.tensor([1.0, 0.0]).repeat(self.num_places))
-        else:
-            raise ValueError(
-                f"`fone_head_input` must be 'linear', 'slice', 'rotation' or 'context', got {self.input_mode!r}."
-            )
+        self.mode = get_head_mode(self.input_mode)  # `numadapter.methods.fone.modes`: builds and reads the 2-vectors
+        self.mode.check(config, hidden_size)
+        self.reads_context = self.mode.reads_context
+        self.mode.build(self, hidden_size, config)
         self.sign_proj = nn.Linear(hidden_size, 2) if self.predict_sign else None
 
     def extra_repr(self) -> str:
@@ -280,16 +231,9 @@ class FoNEDigitHead(nn.Module):
         if hidden.dim() < 1 or hidden.shape[-1] != self.hidden_size:
             raise ValueError(f"`hidden` must have shape [N, {self.hidden_size}], got {tuple(hidden.shape)}.")
         h = hidden.float()
-        if self.proj is None:
-            vectors = h[..., : 2 * self.num_places]  # (N, 2P): the paper's h[2i], h[2i+1]
-        else:
-            vectors = F.linear(h, self.proj.weight.float(), self.proj.bias.float())  # (N, 2P)
-        pairs = vectors.unflatten(-1, (self.num_places, 2))  # (N, P, 2): pair k = place 10^(k-n), low first
-        if self.input_mode == "rotation":  # pair = u * v as complex numbers: angles add
-            v = F.linear(h, self.rotation.weight.float(), self.rotation.bias.float()).unflatten(-1, (-1, 2))
-            pairs = complex_product(pairs, v)  # (N, P, 2)
+        pairs = self.mode.readout(self, h)  # (N, P, 2): pair k = place 10^(k-n), low first
         readout = log_p = powers = None
-        if self.input_mode == "context":
+        if self.reads_context:
             readout, powers = pairs, self._powers(context, tuple(h.shape[:-1]))  # (N, P, 2), (N, K, 3, P, 2)
             if self.pointer is not None:  # each slot's logits from its number's key and this state
                 if context.keys is None:
@@ -326,8 +270,8 @@ class FoNEDigitHead(nn.Module):
             lower = (place_logits.argmax(-1).float() + lower) / 10
             places.append(place_logits)
         logits = torch.stack(places[::-1], dim=-2)  # (N, P, 10), most significant first
-        combined = context if self.input_mode == "context" else None
-        if self.input_mode == "context" and self.products:
+        combined = context if self.reads_context else None
+        if self.reads_context and self.products:
             return DigitHeadOutput(logits, sign_logits, pairs, readout, log_p, powers, combined, op_log_p,
                                    pair_powers, pair_combined)  # fmt: skip
         return DigitHeadOutput(logits, sign_logits, pairs, readout, log_p, powers, combined)

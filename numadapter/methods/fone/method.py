@@ -14,6 +14,7 @@ from torch import nn
 
 from numadapter.methods.base import GeneratedNumber, HeadReading, LossInputs, NumberMethod, NumberSettings
 from numadapter.methods.fone.answer_mode import answers_mode, context_count
+from numadapter.methods.fone.modes import get_head_mode
 
 
 def fone_ntl(inputs: LossInputs) -> torch.Tensor:
@@ -50,19 +51,20 @@ class FoNEMethod(NumberMethod):
     def validate(self, config: Any) -> None:
         """FoNE's settings that only work together: answers mode and products need the context head, which needs
         feature targets; the digit head scores base 10 only and writes no digit tokens for a number-level NTL."""
-        if config.fone_numbers == "answers" and config.fone_head_input != "context":
+        reads_context = get_head_mode(config).reads_context
+        if config.fone_numbers == "answers" and not reads_context:
             raise ValueError(
                 "fone_numbers='answers' writes as [NUM] only the answers the context head can form from the numbers "
                 f"before them, but fone_head_input={config.fone_head_input!r} forms none: set "
                 "fone_head_input='context' (the default), or fone_numbers='all'."
             )
-        if config.fone_context_products and config.fone_head_input != "context":
+        if config.fone_context_products and not reads_context:
             raise ValueError(
                 "fone_context_products=True lets the context head multiply or divide the numbers before the answer, "
                 f"but fone_head_input={config.fone_head_input!r} combines none: set fone_head_input='context' (the "
                 "default), or fone_context_products=False."
             )
-        if config.fone_head_input == "context" and config.fone_head_target != "feature":
+        if reads_context and config.fone_head_target != "feature":
             raise ValueError(
                 "fone_head_input='context' (the default) combines the numbers' exact features, so each place must be "
                 f"trained towards the answer's feature, but fone_head_target={config.fone_head_target!r}: for the "
@@ -82,14 +84,14 @@ class FoNEMethod(NumberMethod):
             )
 
     def context_size(self, config: Any) -> int:
-        return context_count(config) if config.fone_head_input == "context" else 0
+        return context_count(config) if get_head_mode(config).reads_context else 0
 
     def coverage_context(self, config: Any) -> int:
         # answers mode writes as [NUM] only the answers the head forms, the rest as digits on purpose
         return 0 if answers_mode(config) else self.context_size(config)
 
     def training_warnings(self, config: Any) -> list[str]:
-        if not (config.fone_head_input == "context" and config.ntl_weight > 0):
+        if not (get_head_mode(config).reads_context and config.ntl_weight > 0):
             return []
         return [
             f"ntl_weight={config.ntl_weight!r} is not applied with FoNE's context head (fone_head_input='context', "
