@@ -78,11 +78,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from numadapter.methods.base import NumberSettings
-from numadapter.methods.context import ContextNumbers, fixed_point_values
-from numadapter.methods.fone.embedding import digits_to_strings, fone_features_from_digits, lower_fractions
-from numadapter.methods.fone.modes import complex_product, get_head_mode
-from numadapter.methods.fone.pair_ops import pair_results
-from numadapter.methods.fone.pointer import exact_log_likelihood, likeliest_combination
+from numadapter.methods.context import ContextNumbers
+from numadapter.methods.fone.embedding import digits_to_strings, lower_fractions
+from numadapter.methods.fone.modes import get_head_mode
+from numadapter.methods.fone.modes.base import shifted_digit_logits
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -135,54 +134,6 @@ def digit_angles(device: torch.device | str | None = None) -> torch.Tensor:
     return torch.stack((torch.cos(angle), torch.sin(angle)), dim=-1).to(torch.float32)  # (10, 2)
 
 
-def _pick(powers: torch.Tensor, choice: torch.Tensor) -> torch.Tensor:
-    """``powers [..., K, 3, P, 2]`` at one coefficient per slot (``choice [..., K]``): ``[..., K, P, 2]``."""
-    index = choice[..., None, None, None].expand(*choice.shape, 1, *powers.shape[-2:])  # (..., K, 1, P, 2)
-    return torch.gather(powers, -3, index).squeeze(-3)
-
-
-def most_likely_coefficients(log_p: torch.Tensor) -> torch.Tensor:
-    """The most likely coefficient of every slot, index 0 / 1 / 2 for ``-1 / 0 / +1`` (``log_p [..., K, 3]`` ->
-    int64 ``[..., K]``), a tie going to 0, then +1.
-
-    A slot that never held a number in training keeps its initial logits, exactly equal (its weights got an exact
-    zero gradient), and so does every slot of a fresh head: a plain ``argmax`` would break that tie to index 0,
-    coefficient -1, so "Q3. a + b =" after training on "a + b =" subtracted the 3 and a fresh head wrote minus the
-    sum of the prompt's numbers. Here such a slot leaves its number out.
-    """
-    preference = torch.tensor([1, 2, 0], device=log_p.device)  # coefficient 0 first, then +1, then -1
-    return preference[log_p.index_select(-1, preference).argmax(-1)]  # (..., K)
-
-
-def _product(factors: torch.Tensor) -> torch.Tensor:
-    """The complex product over the slot dim of ``[..., K, P, 2]`` -> ``[..., P, 2]``."""
-    product = factors[..., 0, :, :]
-    for slot in range(1, factors.shape[-3]):
-        product = complex_product(product, factors[..., slot, :, :])
-    return product
-
-
-def _target_log_likelihood(logits: torch.Tensor, target_digits: torch.Tensor) -> torch.Tensor:
-    """``sum_places log p(target digit)`` per candidate: ``[N, C, P, 10]``, ``[N, P]`` -> ``[N, C]``."""
-    index = target_digits.long().unsqueeze(-2).expand(*logits.shape[:-1]).unsqueeze(-1)  # (N, C, P, 1)
-    return torch.log_softmax(logits, -1).gather(-1, index).squeeze(-1).sum(-1)
-
-
-def shifted_digit_logits(pairs: torch.Tensor, lower: torch.Tensor) -> torch.Tensor:
-    """Scores of the ten candidates ``phi((j + lower) / 10, 1)`` for every pair (``fone_head_target="feature"``).
-
-    Args:
-        pairs: float32 ``[..., 2]`` digit 2-vectors.
-        lower: float ``[...]`` the lower digits' value as a fraction in [0, 1) (0: the paper's ``phi(j, 10)``).
-
-    Returns:
-        float32 ``[..., 10]``: ``pairs . (cos, sin)(2*pi*(j + lower)/10)`` for ``j = 0 ... 9``.
-    """
-    steps = torch.arange(10, dtype=torch.float32, device=pairs.device)
-    angle = (steps + lower.float()[..., None]) * (2 * math.pi / 10)  # (..., 10)
-    return (pairs[..., None, :] * torch.stack((torch.cos(angle), torch.sin(angle)), dim=-1)).sum(-1)
-
-
 class FoNEDigitHead(nn.Module):
     """Per-digit classification head of FoNE (Definitions 3.7 and 3.8), plus an optional sign classifier.
 
@@ -232,30 +183,7 @@ class FoNEDigitHead(nn.Module):
             raise ValueError(f"`hidden` must have shape [N, {self.hidden_size}], got {tuple(hidden.shape)}.")
         h = hidden.float()
         pairs = self.mode.readout(self, h)  # (N, P, 2): pair k = place 10^(k-n), low first
-        readout = log_p = powers = None
-        if self.reads_context:
-            readout, powers = pairs, self._powers(context, tuple(h.shape[:-1]))  # (N, P, 2), (N, K, 3, P, 2)
-            if self.pointer is not None:  # each slot's logits from its number's key and this state
-                if context.keys is None:
-                    raise ValueError(
-                        "fone_context_pointer=True chooses each number by its key: pass `context` with keys "
-                        "(numadapter.methods.context.last_numbers(..., keys=head.number_keys(hidden)))."
-                    )
-                log_p = torch.log_softmax(self.pointer(h, context.keys), -1)  # (N, K, 3)
-            else:
-                logits = F.linear(h, self.coefficients.weight.float(), self.coefficients.bias.float())  # (N, 3K)
-                log_p = torch.log_softmax(logits.unflatten(-1, (self.context_numbers, 3)), -1)  # (N, K, 3)
-            # an empty slot multiplies by 1 whatever its coefficient: give it coefficient 0 for sure, so its logits
-            # get an exact zero gradient (not rounding noise, which Adam would scale up to full steps)
-            empty = log_p.new_tensor([-math.inf, 0.0, -math.inf])
-            log_p = torch.where(context.valid[..., None], log_p, empty)
-            pairs = complex_product(pairs, _product(_pick(powers, most_likely_coefficients(log_p))))
-            if self.products:
-                op_log_p, pair_powers, pair_combined = self._pair_operations(h, context)
-                op = op_log_p.argmax(-1)  # (N,): 0 the sum (first among equals), k > 0 the pair k - 1
-                index = (op - 1).clamp(min=0)[..., None, None, None].expand(*op.shape, 1, *pair_powers.shape[-2:])
-                chosen = torch.gather(pair_powers, -3, index).squeeze(-3)  # (N, P, 2)
-                pairs = torch.where((op > 0)[..., None, None], complex_product(readout, chosen), pairs)
+        pairs, extras = self.mode.combine(self, h, pairs, context)  # the context mode: with the numbers before
         pairs = pairs.flip(-2)  # (N, P, 2): most significant first, like num_digits
         sign_logits = None
         if self.sign_proj is not None:
@@ -270,56 +198,12 @@ class FoNEDigitHead(nn.Module):
             lower = (place_logits.argmax(-1).float() + lower) / 10
             places.append(place_logits)
         logits = torch.stack(places[::-1], dim=-2)  # (N, P, 10), most significant first
-        combined = context if self.reads_context else None
-        if self.reads_context and self.products:
-            return DigitHeadOutput(logits, sign_logits, pairs, readout, log_p, powers, combined, op_log_p,
-                                   pair_powers, pair_combined)  # fmt: skip
-        return DigitHeadOutput(logits, sign_logits, pairs, readout, log_p, powers, combined)
+        return DigitHeadOutput(logits, sign_logits, pairs, **extras)
 
     def number_keys(self, hidden: torch.Tensor) -> torch.Tensor | None:
-        """``fone_context_pointer``: the key of every position, float32 ``[..., D]`` from hidden states ``[..., H]``
-        (a number's key is the one at its position); None for the other heads."""
-        pointer = getattr(self, "pointer", None)
-        return None if pointer is None else pointer.keys(hidden)
-
-    def _pair_operations(
-        self, h: torch.Tensor, context: ContextNumbers
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``fone_context_products``: the operation log-probabilities ``[N, 1 + C]`` (a pair whose result is not exact
-        or does not fit is impossible), the pair results' features ``[N, C, P, 2]`` (low place first) and their
-        `combine_exactly` rows ``[N, C, 2 + P]``."""
-        results = pair_results(context, self.frac_digits)
-        logits = F.linear(h, self.operations.weight.float(), self.operations.bias.float())  # (N, 1 + C)
-        allowed = torch.cat([torch.ones_like(results.valid[..., :1]), results.valid], -1)
-        op_log_p = torch.log_softmax(logits.masked_fill(~allowed, -math.inf), -1)
-        features = fone_features_from_digits(results.digits, self.int_digits, self.frac_digits)  # (N, C, 2P)
-        return op_log_p, features.unflatten(-1, (self.num_places, 2)), results.combined
-
-    def _powers(self, context: ContextNumbers | None, leading: tuple[int, ...]) -> torch.Tensor:
-        """Each context number raised to the coefficients ``(-1, 0, +1)``: ``conj(z), 1, z`` per place, float32
-        ``[N, K, 3, P, 2]`` (low place first; an empty slot's coefficient is fixed at 0 in `forward`)."""
-        count = self.context_numbers
-        if context is None:
-            raise ValueError(
-                "fone_head_input='context' builds the answer from the numbers before it: pass `context` (the last "
-                f"{count} numbers at each position, numadapter.methods.context.last_numbers), or read the head's "
-                "outputs from the model's forward (`number_logits`), which passes them, also with past_key_values "
-                '(docs/guide.md, "Which forwards are number-aware").'
-            )
-        expected = (*leading, count)
-        if tuple(context.valid.shape) != expected or tuple(context.digits.shape) != (*expected, self.num_places):
-            raise ValueError(
-                f"`context` must hold {count} numbers of {self.num_places} places for each of the {list(leading)} "
-                f"positions (digits {list(expected) + [self.num_places]}, valid {list(expected)}), got digits "
-                f"{list(context.digits.shape)} and valid {list(context.valid.shape)}."
-            )
-        features = fone_features_from_digits(context.digits, self.int_digits, self.frac_digits)  # (N, K, 2P)
-        z = features.unflatten(-1, (self.num_places, 2))  # (N, K, P, 2), low place first
-        flip = z.new_tensor([1.0, -1.0])
-        z = torch.where((context.sign < 0)[..., None, None], z * flip, z)  # a negative number: the conjugate
-        one = torch.zeros_like(z)
-        one[..., 0] = 1.0
-        return torch.stack((z * flip, one, z), dim=-3)  # (N, K, 3, P, 2)
+        """The pointer's key of every position, float32 ``[..., D]`` from hidden states ``[..., H]`` (a number's key is
+        the one at its position); None for the heads without keys (`HeadMode.number_keys`)."""
+        return self.mode.number_keys(self, hidden)
 
     def target_logits(self, out: DigitHeadOutput, target_digits: torch.Tensor) -> torch.Tensor:
         """The digit logits the loss scores: ``out.digit_logits``, or with ``fone_head_target="feature"`` the
@@ -358,11 +242,8 @@ class FoNEDigitHead(nn.Module):
             )
         if target_digits.dtype.is_floating_point:
             raise TypeError(f"`target_digits` must be an integer tensor, got dtype {target_digits.dtype}.")
-        if out.powers is not None and getattr(self, "pointer", None) is not None:
-            per_number = self._pointer_loss(out, target_digits)  # (N,)
-        elif out.powers is not None:
-            per_number = self._mixture_loss(out, target_digits)  # (N,)
-        else:
+        per_number = self.mode.number_loss(self, out, target_digits)  # (N,), or None: the digit cross-entropy
+        if per_number is None:
             logits = self.target_logits(out, target_digits)
             per_digit = F.cross_entropy(logits.reshape(-1, 10), target_digits.reshape(-1).long(), reduction="none")
             per_number = per_digit.reshape(logits.shape[:-1]).mean(-1)  # (N * P,) -> (N, P) -> (N,)
@@ -388,69 +269,6 @@ class FoNEDigitHead(nn.Module):
             return logits.sum() * 0.0
         return per_number.mean()
 
-    def _mixture_loss(self, out: DigitHeadOutput, target_digits: torch.Tensor) -> torch.Tensor:
-        """Context head: ``-log sum_c P(c | h) prod_places p(y_place | c)``, divided by the places (so it reads like
-        the other heads' mean digit cross-entropy), float32 ``[N]``.
-
-        The coefficients are latent: the likelihood of the answer under every combination is scored, so the one that
-        explains it gets the credit at once. A single coefficient alone carries no signal (with one operand right
-        and the other left out, the angles of the lower places are off by a uniformly random amount), which is why
-        a soft mixture of the coefficients inside one product does not learn."""
-        combo_log_p, logits = self.combination_logits(out, target_digits)  # (N, C), (N, C, P, 10)
-        per_combo = _target_log_likelihood(logits, target_digits)  # (N, C)
-        sums = torch.logsumexp(combo_log_p + per_combo, -1)  # (N,)
-        if out.operation_log_probs is None:
-            return -sums / self.num_places  # (N,)
-        # with pair operations: the sum is one operation among them, each pair's result another explanation
-        pair_pairs = complex_product(out.readout.unsqueeze(-3), out.pair_powers).flip(-2)  # (N, C2, P, 2)
-        lower = lower_fractions(target_digits, torch.float32).unsqueeze(-2)  # (N, 1, P)
-        per_pair = _target_log_likelihood(shifted_digit_logits(pair_pairs, lower), target_digits)  # (N, C2)
-        op_log_p = out.operation_log_probs
-        terms = torch.cat([op_log_p[..., :1] + sums[..., None], op_log_p[..., 1:] + per_pair], -1)  # (N, 1 + C2)
-        return -torch.logsumexp(terms, -1) / self.num_places  # (N,)
-
-    def _pointer_loss(self, out: DigitHeadOutput, target_digits: torch.Tensor) -> torch.Tensor:
-        """Pointer form, float32 ``[N]``: ``-log`` of the probability of every combination that forms the answer's
-        magnitude exactly (`numadapter.methods.fone.pointer.exact_log_likelihood`: the coefficients are latent, as in
-        `_mixture_loss`, but only exact combinations are summed), or where none does the cross-entropy of all 0
-        (the read-out alone); plus the digit loss of ``u * prod_k z_k^(c_k)`` under the likeliest exact combination
-        (`numadapter.methods.fone.pointer.likeliest_combination`, the fewest terms among equals), which trains the
-        read-out ``u``; divided by the places."""
-        context = out.context
-        values = fixed_point_values(context.digits, context.sign)  # (N, K)
-        target = fixed_point_values(target_digits, torch.ones_like(target_digits[..., 0]))  # (N,)
-        log_p = out.coefficient_log_probs
-        wanted = likeliest_combination(values, context.valid, target, log_p.detach()) + 1  # (N, K) of 0, 1, 2
-        chosen = log_p.gather(-1, wanted[..., None]).squeeze(-1)  # (N, K)
-        hard_nll = -torch.where(context.valid, chosen, 0.0).sum(-1)  # (N,): all 0 where nothing forms it
-        exact = exact_log_likelihood(values, context.valid, target, log_p)  # (N,)
-        choice_nll = torch.where(torch.isfinite(exact), -exact, hard_nll)
-        pairs = complex_product(out.readout, _product(_pick(out.powers, wanted))).flip(-2)  # (N, P, 2)
-        logits = shifted_digit_logits(pairs, lower_fractions(target_digits, torch.float32))  # (N, P, 10)
-        digit_nll = -_target_log_likelihood(logits.unsqueeze(-3), target_digits).squeeze(-1)  # (N,)
-        return (choice_nll + digit_nll) / self.num_places
-
-    def combination_logits(
-        self, out: DigitHeadOutput, target_digits: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Context head: every one of the ``C = 3^K`` combinations on the target rows, with its log-probability
-        ``log P(c | h)`` (float32 ``[N, C]``) and the digit logits it gives, shifted by the target's lower digits
-        (teacher forcing, as `target_logits`): float32 ``[N, C, P, 10]``, most significant place first."""
-        if out.powers is None:
-            raise ValueError("`combination_logits` needs the context head's output (fone_head_input='context').")
-        if getattr(self, "pointer", None) is not None:
-            raise ValueError(
-                "`combination_logits` scores all 3^K combinations, which the pointer form (fone_context_pointer=True) "
-                "does not: its loss teaches the fewest-terms combination (`FoNEDigitHead.loss`)."
-            )
-        combos = self.combinations.to(out.powers.device)  # (C, K) of 0, 1, 2 (coefficients -1, 0, +1)
-        slots = torch.arange(self.context_numbers, device=combos.device)
-        combo_log_p = out.coefficient_log_probs[..., slots, combos].sum(-1)  # (N, C)
-        products = _product(out.powers[..., slots, combos, :, :])  # (N, C, P, 2)
-        combo_pairs = complex_product(out.readout.unsqueeze(-3), products).flip(-2)  # (N, C, P, 2), high place first
-        lower = lower_fractions(target_digits, torch.float32).unsqueeze(-2)  # (N, 1, P)
-        return combo_log_p, shifted_digit_logits(combo_pairs, lower)  # (N, C), (N, C, P, 10)
-
     @torch.no_grad()
     def confidence(self, out: DigitHeadOutput) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """How well the output fits the number it reads, and the context head's chosen combination.
@@ -469,13 +287,7 @@ class FoNEDigitHead(nn.Module):
             float32 ``[N]`` confidences (None without ``pairs``) and int64 ``[N, K]`` coefficients (-1, 0, +1) of
             the context numbers, most recent first (None for the other heads).
         """
-        combination = operation = None
-        if out.coefficient_log_probs is not None:
-            choice = most_likely_coefficients(out.coefficient_log_probs)  # (N, K) of 0, 1, 2
-            combination = choice - 1
-            if out.operation_log_probs is not None:  # a pair operation combines no number with a coefficient
-                operation = out.operation_log_probs.argmax(-1)  # (N,)
-                combination = torch.where((operation > 0)[..., None], 0, combination)
+        combination, chosen = self.mode.choice(self, out)  # the context mode's combination and its log-probability
         if out.pairs is None:
             return None, combination
         digits = out.digit_logits.argmax(-1)  # (N, P), most significant first
@@ -484,11 +296,7 @@ class FoNEDigitHead(nn.Module):
         cos, sin = torch.cos(angle), torch.sin(angle)
         off = torch.atan2((x * sin - y * cos).abs(), x * cos + y * sin)  # (N, P): the angle to the read direction
         fit = (1 - off / (math.pi / 10)).clamp(0.0, 1.0).amin(-1)  # (N,)
-        if out.coefficient_log_probs is not None:
-            chosen = out.coefficient_log_probs.gather(-1, choice.unsqueeze(-1)).squeeze(-1).sum(-1)  # (N,)
-            if operation is not None:  # P(operation), times P(coefficients) for the sum
-                op_log_p = out.operation_log_probs.gather(-1, operation.unsqueeze(-1)).squeeze(-1)  # (N,)
-                chosen = op_log_p + torch.where(operation > 0, 0.0, chosen)
+        if chosen is not None:
             fit = fit * chosen.exp()
         return fit, combination
 

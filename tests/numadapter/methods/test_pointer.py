@@ -13,7 +13,8 @@ import torch
 from numadapter.config import NumberAdapterConfig
 from numadapter.data.head_coverage import combination_of
 from numadapter.methods.context import ContextMemory, ContextNumbers, fixed_point_values, last_numbers
-from numadapter.methods.fone.head import FoNEDigitHead, most_likely_coefficients
+from numadapter.methods.fone.head import FoNEDigitHead
+from numadapter.methods.fone.modes.context import most_likely_coefficients
 from numadapter.methods.fone.pointer import exact_log_likelihood, fewest_terms, likeliest_combination
 
 
