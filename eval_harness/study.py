@@ -211,6 +211,21 @@ ARMS: dict[str, Arm] = {
         hypothesis="xval_context with the scale the trainer fits on the training numbers, zero kept at zero (largest "
         "value / 5): a conversion stays a weight with no offset for the read-out to learn exactly",
     ),
+    "xval_lr1": Arm(
+        "xval",
+        1e-3,
+        {"xval_fit": "absmax", "xval_context_numbers": 4},
+        hypothesis="xval_fitted with the number modules at LoRA's rate (the library's number_lr_ratio=1): from the "
+        "least-squares start the weights need no long walk, and at 10x the optimizer's steps (0.01 in normalised "
+        "units, 2 degrees C at a scale of 200) set the error floor",
+    ),
+    "xval_rows1": Arm(
+        "xval",
+        1e-3,
+        {"number_lr_ratio": 10.0, "token_rows_lr_ratio": 1.0, "xval_fit": "absmax", "xval_context_numbers": 4},
+        hypothesis="xval_fitted with the [NUM] / EOS rows at LoRA's rate (the head and the input direction at 10x): "
+        "at 10x the EOS row makes the LM stop a fact after its first digit (' 2' for 60), as it did for FoNE",
+    ),
 }
 
 

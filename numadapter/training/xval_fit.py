@@ -6,7 +6,10 @@ at those defaults and ``xval_fit`` names a method, `fit_xval` reads the numbers 
 (every number that fits the digit places) in up to `SAMPLE_ROWS` training examples drawn across the data set, fits
 the two values (`numadapter.methods.xval.embedding.fit_normalization`), writes them on the trainer's own copy of the
 adapter config (`numadapter.training.head_choice.own_decision`) shared with the tokenizer, and into the built input
-module and head; the adapter saves them. A warning says what was read and fitted, and how to keep one's own.
+module and head; the adapter saves them. With ``xval_context_numbers`` > 0 the head then starts at the least-squares
+combination of the numbers before each answer in the same sample (`numadapter.methods.xval.head.fit_start`), so a
+conversion or a linear forecast is right before the first step. A warning says what was read and fitted, and how to
+keep one's own.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 from numadapter.data.head_coverage import measuring_copy, sample_rows
 from numadapter.methods.registry import get_method
 from numadapter.methods.xval.embedding import fit_normalization
+from numadapter.methods.xval.head import fit_start
 from numadapter.training.sampled import SAMPLE_ROWS, refuse_unsampled
 
 # the prepared columns of number values (a causal row's; a sequence-to-sequence row's input and target)
@@ -69,16 +73,58 @@ def fit_xval(model: Any, ntok: Any, dataset: Any, prepare: Any) -> tuple[float, 
         if module is not None:
             module.center, module.scale = center, scale
     modules.restamp(model_config)  # the saved modules say what they were trained with
+    start = _start_head(prepared, modules.head, center, scale)
     low, high = min(values), max(values)
     warnings.warn(
         f"xVal: fitted xval_center={center:.6g}, xval_scale={scale:.6g} ({config.xval_fit!r}) on the {len(values)} "
         f"numbers of {read} (from {low:g} to {high:g}): a [NUM] carries (x - xval_center) / xval_scale, so values "
         f"from {center - config.xval_clip * scale:.6g} to {center + config.xval_clip * scale:.6g} are numbers and "
         "the rest stay text; saved with the adapter. Set xval_center / xval_scale yourself (or xval_fit=None) to "
-        "keep your own.",
+        f"keep your own.{start}",
         stacklevel=3,
     )
     return center, scale
+
+
+def answer_contexts(prepared: Any, count: int) -> tuple[list[list[float]], list[float]]:
+    """The answers of prepared rows with the `count` numbers before each (most recent first), as raw values:
+    ``(contexts, targets)``. A causal row's answers are its numbers under ``completion_mask`` (every number where it
+    has none); a sequence-to-sequence row's are its target's, after the source's numbers. An answer with no number
+    before it is left out (generation leaves it to the LM's digits)."""
+    contexts, targets = [], []
+    for row in prepared:
+        source = list(row.get("number_values") or ())
+        if row.get("labels_number_values") is not None:
+            numbers, answers = source + list(row["labels_number_values"]), range(len(source), len(source) + len(
+                row["labels_number_values"]))  # fmt: skip
+        else:
+            mask, positions = row.get("completion_mask"), row.get("number_positions") or ()
+            numbers = source
+            answers = [n for n, t in enumerate(positions) if mask is None or mask[t]]
+        for n in answers:
+            if n:
+                contexts.append(numbers[max(0, n - count) : n][::-1])
+                targets.append(numbers[n])
+    return contexts, targets
+
+
+def _start_head(prepared: Any, head: Any, center: float, scale: float) -> str:
+    """Starts the head at the least-squares combination of the sample's answers (`fit_start`); returns the words the
+    warning adds ("" where the head reads no context or the sample has too few answers with a number before)."""
+    count = getattr(head, "context_numbers", 0)
+    contexts, targets = answer_contexts(prepared, count)
+    if not count or len(targets) < count + 1:
+        return ""
+    offset, weights = fit_start(
+        [[(v - center) / scale for v in row] for row in contexts], [(v - center) / scale for v in targets], count
+    )
+    head.start_at(offset, weights)
+    shown = ", ".join(f"{w:.6g}" for w in weights)
+    constant = center * (1 - sum(weights)) + offset * scale  # in values: answer = constant + sum_k w_k x_k
+    return (
+        f" The regression head starts at the least-squares combination of the {count} numbers before each of "
+        f"{len(targets)} answers: weights ({shown}), latest first, plus {constant:.6g}."
+    )
 
 
 def _refuse_unsampled(dataset: Any) -> None:

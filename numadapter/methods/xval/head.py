@@ -109,6 +109,24 @@ class RegressionHead(nn.Module):
         z = (values - self.center) / self.scale
         return torch.where(context.valid, z, torch.zeros_like(z)).to(torch.float32)
 
+    @torch.no_grad()
+    def start_at(self, offset: float, weights: Sequence[float]) -> None:
+        """Makes the head write ``offset + sum_k weights[k] z_k`` (normalised units) whatever the hidden state: the
+        weights' bias set to `weights`, their hidden-state part left as it is (zero when fresh), and the read-out
+        MLP a constant `offset` (its output layer's weight zeroed). `fit_start` gives both from training answers.
+
+        Raises:
+            ValueError: the head reads no context numbers, or `weights` is not one per slot.
+        """
+        if self.weights is None or len(weights) != self.context_numbers:
+            raise ValueError(
+                f"start_at needs one weight per context slot (xval_context_numbers={self.context_numbers}), got "
+                f"{len(weights)}."
+            )
+        self.weights.bias.copy_(torch.as_tensor(list(weights), dtype=self.weights.bias.dtype))
+        self.fc2.weight.zero_()
+        self.fc2.bias.fill_(float(offset))
+
     def normalize_targets(self, target_values: Tensor, mask: Tensor | None = None) -> Tensor:
         """`(N,)` raw values -> `(N,)` float32 normalised targets (range-checked where `mask` is set)."""
         return normalize(target_values, self.center, self.scale, self.clip, mask=mask).to(torch.float32)
@@ -203,3 +221,37 @@ def format_value(value: float, frac_digits: int) -> str:
     if text in ("-0", ""):
         text = "0"
     return text
+
+
+def fit_start(contexts: Sequence[Sequence[float]], targets: Sequence[float], count: int) -> tuple[float, list[float]]:
+    """The least-squares start of the head's combination: ``(offset, weights)`` minimising
+    ``sum_i (targets[i] - offset - sum_k weights[k] contexts[i][k])^2`` (all normalised values), with a ridge of
+    1e-6 per answer so that collinear or empty slots get small weights instead of a singular system.
+
+    A conversion by a constant (``km = 1.609344 miles``), an affine scale (Fahrenheit -> Celsius) or a linear
+    forecast of a series is then exact (or the best linear one) before the first step, where the optimizer would
+    otherwise walk the weights there and keep them only to about its step size.
+
+    Args:
+        contexts: one row per answer: the normalised values of the numbers before it, most recent first, at most
+            `count` (fewer where fewer came before; the missing slots read 0, as `context_values` gives them).
+        targets: the answers' normalised values.
+        count: K, ``xval_context_numbers``.
+
+    Returns:
+        ``(offset, [w_1 .. w_K])``.
+
+    Raises:
+        ValueError: fewer answers than unknowns (K + 1), or rows and targets of different lengths.
+    """
+    if len(contexts) != len(targets):
+        raise ValueError(f"fit_start: {len(contexts)} context rows for {len(targets)} targets.")
+    if len(targets) < count + 1:
+        raise ValueError(f"fit_start needs at least K + 1 = {count + 1} answers with a number before them, got "
+                         f"{len(targets)}.")  # fmt: skip
+    rows = [[1.0, *row[:count], *[0.0] * (count - len(row[:count]))] for row in contexts]
+    x = torch.tensor(rows, dtype=torch.float64)  # (N, 1 + K)
+    y = torch.tensor(list(targets), dtype=torch.float64)  # (N,)
+    gram = x.T @ x + 1e-6 * len(targets) * torch.eye(count + 1, dtype=torch.float64)
+    solution = torch.linalg.solve(gram, x.T @ y)  # (1 + K,)
+    return float(solution[0]), solution[1:].tolist()

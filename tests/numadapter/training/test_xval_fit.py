@@ -81,6 +81,11 @@ def test_the_trainer_fits_the_normalisation_on_the_training_numbers(store, tmp_p
     assert len(found) == 1 and f"xval_center=0, xval_scale={scale:.6g} ('absmax')" in found[0]
     assert "on the 48 numbers of 24 of the 24 training examples (from 5 to " in found[0]
     assert "xval_fit=None" in found[0]
+    # the head starts at the least-squares combination: the mileage times 1.609344, nothing else
+    assert "least-squares combination of the 4 numbers before each of 24 answers: weights (1.6093" in found[0]
+    weights = modules.head.weights.bias.detach()
+    assert weights[0].item() == pytest.approx(1.609344, rel=1e-4) and weights[1:].abs().max() < 1e-6
+    assert modules.head.fc2.weight.abs().max() == 0 and abs(modules.head.fc2.bias.item()) < 1e-3
     if family == "llama":
         trainer.train()
         model.save_pretrained(tmp_path / "adapter")

@@ -17,6 +17,7 @@ from numadapter.generation import generate
 from numadapter.generation.hf import numbers_of
 from numadapter.methods.context import ContextNumbers
 from numadapter.methods.xval import RegressionHead
+from numadapter.methods.xval.head import fit_start
 
 FOUR = [PROMPTS[0], PROMPTS[3], PROMPTS[7], PROMPTS[2]]  # each with numbers: 12.5 | 3, 2.25 | 4.5, 0.05 | 7, 8
 
@@ -66,6 +67,31 @@ def test_a_fresh_head_adds_the_latest_number_and_reads_signed_exact_values():
         head.weights.bias.copy_(torch.tensor([3.0, 0.5]))
     want = head(hidden) + torch.tensor([3 * 1.15 + 0.5 * (-9999.99 - 1) / 10, 3 * 1.15, 0.0])
     assert torch.allclose(head(hidden, context), want, atol=1e-4)
+
+
+def test_the_least_squares_start_recovers_a_conversion_and_an_affine_scale():
+    miles = [[m / 300] for m in range(5, 800, 7)]  # one number before each answer, normalised
+    offset, weights = fit_start(miles, [1.609344 * row[0] for row in miles], 4)
+    assert offset == pytest.approx(0.0, abs=1e-5) and weights[0] == pytest.approx(1.609344, rel=1e-5)
+    assert weights[1:] == [0.0, 0.0, 0.0]  # empty slots: the ridge keeps them at zero
+    fahrenheit = [[f / 200, 3.0] for f in range(33, 1000, 11)]  # a constant second slot must not take the offset
+    offset, weights = fit_start(fahrenheit, [(row[0] * 200 - 32) * 5 / 9 / 200 for row in fahrenheit], 2)
+    assert weights[0] == pytest.approx(5 / 9, rel=1e-5)
+    assert offset + 3.0 * weights[1] == pytest.approx(-32 * 5 / 9 / 200, abs=1e-5)
+    with pytest.raises(ValueError, match=r"at least K \+ 1 = 5 answers with a number before them, got 2"):
+        fit_start([[1.0], [2.0]], [1.0, 2.0], 4)
+
+
+def test_start_at_makes_the_head_write_the_combination_whatever_the_hidden_state():
+    config = NumberAdapterConfig(encoding="xval", int_digits=4, frac_digits=2, xval_scale=10.0, xval_context_numbers=2)
+    head = RegressionHead(8, config)
+    head.start_at(-0.25, [1.5, 0.5])
+    digits = torch.tensor([[[0, 0, 1, 2, 5, 0], [0, 0, 0, 4, 0, 0]]] * 3)  # 12.5 and 4
+    context = ContextNumbers(digits, torch.ones(3, 2, dtype=torch.long), torch.ones(3, 2, dtype=torch.bool))
+    want = torch.full((3,), -0.25 + 1.5 * 1.25 + 0.5 * 0.4)
+    assert torch.allclose(head(torch.randn(3, 8) * 10, context), want, atol=1e-6)
+    with pytest.raises(ValueError, match=r"one weight per context slot \(xval_context_numbers=2\), got 3"):
+        head.start_at(0.0, [1.0, 0.0, 0.0])
 
 
 @pytest.mark.parametrize("use_cache", [True, False])
