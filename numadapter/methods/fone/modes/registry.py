@@ -4,7 +4,7 @@
 built-in modes are imported on first use (``"linear"`` -> `numadapter.methods.fone.modes.linear.MODE`, ...). An
 outside package adds one with `register_head_mode`, as `numadapter.methods.register_method` adds an encoding::
 
-    from numadapter.methods.fone.modes import HeadMode, register_head_mode
+    from numadapter.methods import HeadMode, register_head_mode
 
     class MyReadout(HeadMode): ...
 

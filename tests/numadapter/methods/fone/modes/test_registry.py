@@ -18,14 +18,14 @@ from torch import Tensor, nn
 
 from numadapter.config import NumberAdapterConfig
 from numadapter.mapping import get_peft_model
-from numadapter.methods.fone.head import FoNEDigitHead
-from numadapter.methods.fone.modes import (
+from numadapter.methods import (  # the public path: a head mode from outside the package
     HeadMode,
     get_head_mode,
     known_head_modes,
     register_head_mode,
     unregister_head_mode,
 )
+from numadapter.methods.fone.head import FoNEDigitHead
 from numadapter.methods.fone.modes.context import ContextCombination
 from numadapter.testing import toy
 from numadapter.tokenization import NumberTokenizer
