@@ -14,7 +14,10 @@ writing the latest number plus the read-out (a series' next value is near its la
 the ``1 / sqrt(H)`` keeps one optimizer step on ``W`` from moving the weights by more than about ``lr * sqrt(H)``,
 where a value of 4 (in the normalised space) read with a weight off by 0.01 is already 1% off. A unit conversion
 (``km = 1.609344 * miles``), a temperature scale, a rate or a next value of a series is then a constant or a few
-weights, learnt in a few steps, instead of a magnitude the backbone must carry in its hidden state to 1%.
+weights, learnt in a few steps, instead of a magnitude the backbone must carry in its hidden state to 1%. The trainers
+then start it where the training answers put it (`fit_start`, `RegressionHead.start_at`, from
+`numadapter.training.xval_fit`): the least-squares offset and weights, so the optimizer's step size does not set the
+precision the weights are held to.
 
 xVal is approximate by nature: a float prediction, not exact digits. `to_strings` renders it with at most
 ``frac_digits`` fraction digits (rounded half-to-even), trailing zeros stripped.
