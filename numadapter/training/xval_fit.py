@@ -93,13 +93,13 @@ def answer_contexts(prepared: Any, count: int) -> tuple[list[list[float]], list[
     before it is left out (generation leaves it to the LM's digits)."""
     contexts, targets = [], []
     for row in prepared:
-        source = list(row.get("number_values") or ())
-        if row.get("labels_number_values") is not None:
-            numbers, answers = source + list(row["labels_number_values"]), range(len(source), len(source) + len(
-                row["labels_number_values"]))  # fmt: skip
+        numbers = list(row.get("number_values") or ())
+        target = row.get("labels_number_values")
+        if target is not None:  # sequence to sequence: the target's numbers, after the source's
+            answers = range(len(numbers), len(numbers) + len(target))
+            numbers += list(target)
         else:
             mask, positions = row.get("completion_mask"), row.get("number_positions") or ()
-            numbers = source
             answers = [n for n, t in enumerate(positions) if mask is None or mask[t]]
         for n in answers:
             if n:
@@ -112,8 +112,10 @@ def _start_head(prepared: Any, head: Any, center: float, scale: float) -> str:
     """Starts the head at the least-squares combination of the sample's answers (`fit_start`); returns the words the
     warning adds ("" where the head reads no context or the sample has too few answers with a number before)."""
     count = getattr(head, "context_numbers", 0)
+    if not count:
+        return ""
     contexts, targets = answer_contexts(prepared, count)
-    if not count or len(targets) < count + 1:
+    if len(targets) < count + 1:
         return ""
     offset, weights = fit_start(
         [[(v - center) / scale for v in row] for row in contexts], [(v - center) / scale for v in targets], count

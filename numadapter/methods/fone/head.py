@@ -155,7 +155,6 @@ class FoNEDigitHead(nn.Module):
         self.predict_sign = config.sign_policy == "feature"
         self.mode = get_head_mode(self.input_mode)  # `numadapter.methods.fone.modes`: builds and reads the 2-vectors
         self.mode.check(config, hidden_size)
-        self.reads_context = self.mode.reads_context
         self.mode.build(self, hidden_size, config)
         self.sign_proj = nn.Linear(hidden_size, 2) if self.predict_sign else None
 

@@ -78,7 +78,7 @@ def test_the_builtin_modes_are_registered_and_build_the_heads_parameters():
         config = NumberAdapterConfig(encoding="fone", int_digits=4, frac_digits=2, fone_head_input=mode,
                                      fone_numbers="all", fone_context_products=mode == "context" or None)  # fmt: skip
         head = FoNEDigitHead(32, config)
-        assert head.mode is get_head_mode(mode) and head.reads_context == (mode == "context")
+        assert head.mode is get_head_mode(mode) and head.mode.reads_context == (mode == "context")
         names[mode] = sorted(head.state_dict())
     assert names["linear"] == ["proj.bias", "proj.weight"] and names["slice"] == []
     assert names["rotation"] == ["proj.bias", "proj.weight", "rotation.bias", "rotation.weight"]
