@@ -22,8 +22,9 @@ Decisions (see also `numadapter.generation.loop` and `numadapter.generation.read
   of the numbers before it on angles, modulo ``10^int_digits``; generation compares its digits with the
   combination's exact value (`numadapter.methods.fone.wrapping`). A number that needs more integer places
   (``999999 + 1`` with ``int_digits=6``) is written in full, as text, and handled like an xVal value out of range
-  (``xval_out_of_range``: stop with a warning, or raise). A combination below zero (wrong signs) is kept as written,
-  with a warning once per call.
+  (``xval_out_of_range``: stop with a warning, or raise). A combination below zero (wrong signs; a [NUM]'s digits
+  hold a magnitude under either ``sign_policy``) is never written as its complement: the LM writes it in digits
+  (``fone_numbers="answers"``), or it is written in full and stops like a number out of range.
 - **Beam search** is not supported (``num_beams > 1`` raises): beams would need the number features of every
   hypothesis re-ordered with the cache, and the number head's prediction is not part of the beam score.
 - **Stopping** is per sequence: eos (kept in ``token_ids``, dropped from the text), a stop string (kept in the text),

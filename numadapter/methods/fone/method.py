@@ -181,12 +181,11 @@ class FoNEMethod(NumberMethod):
                 reason = overflow_reason(whole, text, config.int_digits)
                 out.append(GeneratedNumber(value=whole, text=str(whole), feedable=False, reason=reason))
                 continue
-            if magnitude is not None and config.sign_policy == "text":  # a [NUM] holds a magnitude: never wrapped
+            if magnitude is not None:  # below zero: its digits are the complement, never written
                 whole = ExactNumber.parse(sign * magnitude)
-                reason = negative_reason(whole, text, config.int_digits)
+                reason = negative_reason(magnitude, text, config.int_digits)
                 out.append(GeneratedNumber(whole, str(whole), feedable=False, reason=reason, below_zero=True))
                 continue
-            reason = None if magnitude is None else negative_reason(magnitude, text, config.int_digits, kept=True)
             value = ExactNumber.from_place_digits(row_digits, config.int_digits, config.frac_digits, sign)
-            out.append(GeneratedNumber(value=value, text=text, reason=reason))
+            out.append(GeneratedNumber(value=value, text=text))
         return out

@@ -14,11 +14,11 @@ magnitude itself is returned. Then:
 - it needs more than ``int_digits`` integer places (``999999 + 1``): generation writes it in full, as text (a [NUM]
   cannot carry it), and stops that sequence with a warning naming it, the limit and the fix (`overflow_reason`), or
   raises;
-- it is below zero (the head gave the numbers the wrong signs, ``3 - 5`` as a magnitude): with
-  ``sign_policy="text"`` (a [NUM] holds a magnitude) its digits are never written. With ``fone_numbers="answers"``
-  the row writes the number in the LM's digit tokens instead (`numadapter.generation.readout`); otherwise the
-  negative number is written in full, as text, and stops that sequence with a warning (`negative_reason`). With
-  ``sign_policy="feature"`` the head writes the sign too, and its digits are kept as written, with the warning.
+- it is below zero (the head gave the numbers the wrong signs, ``3 - 5`` where a [NUM]'s digits hold a magnitude,
+  under either ``sign_policy``): its digits are never written. With ``fone_numbers="answers"`` the row writes the
+  number in the LM's digit tokens instead (`numadapter.generation.readout`); otherwise the number the head computed
+  (its sign times the combination) is written in full, as text, and stops that sequence with a warning
+  (`negative_reason`).
 
 With every coefficient 0 the read-out alone wrote the number, with no combination to compare it with, and nothing is
 checked.
@@ -74,19 +74,13 @@ def overflow_reason(value: ExactNumber, written: str, int_digits: int) -> str:
     )
 
 
-def negative_reason(value: ExactNumber | Decimal, written: str, int_digits: int, kept: bool = False) -> str:
-    """Why the context head's negative combination `value` (`unwrapped`) is written in full as text and stops the
-    sequence (``sign_policy="text"``), or with `kept` (``sign_policy="feature"``, where the head writes the sign
-    too) why its digits are kept as written; `written` is the text of its digits."""
-    what = (
-        "kept as written (the head writes the sign itself here)"
-        if kept
-        else "written in full, as text, and cannot be fed back as a [NUM]"
-    )
+def negative_reason(value: ExactNumber | Decimal, written: str, int_digits: int) -> str:
+    """Why the context head's combination `value` (`unwrapped`, with the sign the head wrote), a negative magnitude,
+    is written in full as text and stops the sequence; `written` is the text of its wrapped digits."""
     return (
         f"the context head (fone_head_input='context') combined the numbers before it into a negative magnitude "
         f"({ExactNumber.parse(value)}), which the digits of a [NUM] cannot hold: they read {written}, that number "
-        f"modulo 10^{int_digits}. It is {what}. The head's coefficients (the signs it gives the numbers before it) "
-        "are wrong here: train it on more such differences, or use fone_numbers='answers' (the default), which "
-        "writes such a number in digit tokens."
+        f"modulo 10^{int_digits}. It is written in full, as text, and cannot be fed back as a [NUM]. The head's "
+        "coefficients (the signs it gives the numbers before it) are wrong here: train it on more such differences, "
+        "or use fone_numbers='answers' (the default), which writes such a number in digit tokens."
     )

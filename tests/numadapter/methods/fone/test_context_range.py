@@ -65,9 +65,9 @@ def wire_sum(model, ntok, coefficients: tuple[int, ...]) -> None:
         head.coefficients.bias.copy_(logits.flatten())
 
 
-def context_model(store, int_digits: int, frac_digits: int, coefficients=(1, 1), **overrides):
+def context_model(store, int_digits: int, frac_digits: int, coefficients=(1, 1), sign_policy="text", **overrides):
     model, ntok = build(
-        store, "llama", "fone", int_digits=int_digits, frac_digits=frac_digits, sign_policy="text",
+        store, "llama", "fone", int_digits=int_digits, frac_digits=frac_digits, sign_policy=sign_policy,
         fone_projection="pad", init_lora_weights=True, train_eos_row=False, **overrides,
     )  # fmt: skip
     wire_sum(model, ntok, coefficients)
@@ -115,6 +115,23 @@ def test_a_negative_combination_is_written_whole_never_modulo_10_to_int_digits(s
     assert out.completions == ["-7", "-16"]
     assert out.numbers == [[ExactNumber.parse("-7")], [ExactNumber.parse("-16")]]
     assert out.stop_reasons == ["number_out_of_range", "number_out_of_range"]
+
+
+@pytest.mark.parametrize("sign", [1, -1])
+def test_a_negative_combination_with_the_sign_feature_is_never_its_complement(store, sign):
+    """sign_policy="feature": the head writes a sign beside the digits, but the digits still hold a magnitude, so a
+    combination below zero (b - a = -7 on "10 - 3 =") reads 999993 there. It is written whole, the head's sign times
+    the combination (-7 with "+", 7 with "-"), and stops with the warning; never 999993 or -999993."""
+    model, ntok = context_model(store, 6, 0, coefficients=(1, -1), sign_policy="feature")
+    head = model.base_model.number_modules["default"].head
+    with torch.no_grad():
+        head.sign_proj.weight.zero_()
+        head.sign_proj.bias.copy_(torch.tensor([SURE, 0.0] if sign > 0 else [0.0, SURE]))
+    with pytest.warns(UserWarning, match=r"negative magnitude \(-7\).*999993.*written in full"):
+        out = generate(model, ntok, ["10 - 3 ="], max_new_tokens=3, return_dict=True)
+    assert out.numbers == [[ExactNumber.parse(str(-7 * sign))]]
+    assert "999993" not in out.completions[0]
+    assert out.stop_reasons == ["number_out_of_range"]
 
 
 def test_a_negative_combination_in_answers_mode_is_left_to_the_lm(store):
