@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from numadapter.methods.context import ContextNumbers, fixed_point_values
-from numadapter.methods.fone.answer_mode import context_count, context_products
+from numadapter.methods.fone.context_settings import context_count, context_products
 from numadapter.methods.fone.embedding import fone_features_from_digits, lower_fractions
 from numadapter.methods.fone.modes.base import complex_product, shifted_digit_logits
 from numadapter.methods.fone.modes.linear import LinearReadout

@@ -25,6 +25,7 @@ from numadapter.methods import (  # the public path: a head mode from outside th
     register_head_mode,
     unregister_head_mode,
 )
+from numadapter.methods.fone.answer_mode import fone_numbers_in_effect
 from numadapter.methods.fone.head import FoNEDigitHead
 from numadapter.methods.fone.modes.context import ContextCombination
 from numadapter.testing import toy
@@ -147,5 +148,19 @@ def test_the_tokenizer_writes_as_num_the_answers_the_mode_forms(tmp_path):
     try:
         mine = NumberTokenizer(tok, NumberAdapterConfig(**settings, fone_head_input=COPIES))
         assert mine(text, answer_start=start)["number_texts"] == ["12"]  # the copy only: the mode's own `forms`
+    finally:
+        unregister_head_mode(COPIES)
+
+
+@pytest.mark.parametrize("task_type, reads", [("CAUSAL_LM", "answers"), ("SEQ_2_SEQ_LM", "all"), (None, "answers")])
+def test_auto_writes_answers_only_for_a_mode_that_reads_context(two_layer, task_type, reads):
+    """``fone_numbers="auto"`` asks the mode, not its name: an outside mode that reads the numbers before it gets
+    answers mode on a causal LM as the built-in context head does; a plain read-out gets every number a [NUM]."""
+    register_head_mode(COPIES, CopiesOnly())
+    try:
+        for name, expected in [(COPIES, reads), ("context", reads), (TWO_LAYER, "all"), ("linear", "all")]:
+            config = NumberAdapterConfig(encoding="fone", fone_head_input=name, fone_numbers="auto")
+            config.task_type = task_type
+            assert fone_numbers_in_effect(config) == expected, name
     finally:
         unregister_head_mode(COPIES)
