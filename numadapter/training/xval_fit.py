@@ -3,13 +3,14 @@
 An xVal [NUM] carries ``(x - xval_center) / xval_scale`` and only values within ``xval_clip`` of it; at the config's
 defaults (0 and 1) every number above 5 stays text and the regression head learns nothing. Where the user left both
 at those defaults and ``xval_fit`` names a method, `fit_xval` reads the numbers the tokenizer would write as [NUM]
-(every number that fits the digit places) in up to `SAMPLE_ROWS` training examples drawn across the data set, fits
-the two values (`numadapter.methods.xval.embedding.fit_normalization`), writes them on the trainer's own copy of the
-adapter config (`numadapter.training.head_choice.own_decision`) shared with the tokenizer, and into the built input
-module and head; the adapter saves them. With ``xval_context_numbers`` > 0 the head then starts at the least-squares
-combination of the numbers before each answer in the same sample (`numadapter.methods.xval.head.fit_start`), so a
-conversion or a linear forecast is right before the first step. A warning says what was read and fitted, and how to
-keep one's own.
+(every number that fits the digit places) in up to `SAMPLE_ROWS` training examples drawn across the data set and fits
+the two values (`numadapter.methods.xval.embedding.fit_normalization`); where the sample leaves rows unread, the
+range reaches `HEADROOM` x beyond its values (within the digit places) so that those rows keep their numbers. It
+writes them on the trainer's own copy of the adapter config (`numadapter.training.head_choice.own_decision`) shared
+with the tokenizer, and into the built input module and head; the adapter saves them. With ``xval_context_numbers`` >
+0 the head then starts at the least-squares combination of the numbers before each answer in the same sample
+(`numadapter.methods.xval.head.fit_start`), so a conversion or a linear forecast is right before the first step. A
+warning says what was read and fitted, and how to keep one's own.
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ from numadapter.training.sampled import SAMPLE_ROWS, refuse_unsampled
 
 # the prepared columns of number values (a causal row's; a sequence-to-sequence row's input and target)
 FIELDS = ("number_values", "labels_number_values")
+# how far the fitted range reaches beyond the sample's values (x 1.1) where the sample leaves rows unread: one of them
+# may hold a value a little beyond its largest, which would otherwise stay text in silence (and train the head with
+# no number to read there)
+HEADROOM = 1.1
 # a scale under which every number that fits the digit places is a [NUM] while the values are read
 _WIDE = {"xval_center": 0.0, "xval_scale": 1e300, "out_of_range": "text"}
 
@@ -64,7 +69,9 @@ def fit_xval(model: Any, ntok: Any, dataset: Any, prepare: Any) -> tuple[float, 
             stacklevel=3,
         )
         return None
-    center, scale = fit_normalization(values, config.xval_fit, config.xval_clip)
+    missed = len(rows) < len(dataset)  # rows the sample did not read: the range reaches beyond its values
+    headroom = HEADROOM if missed else 1.0
+    center, scale = fit_normalization(values, config.xval_fit, config.xval_clip, headroom, 10.0**config.int_digits)
     model_config = model.peft_config[model.active_adapter]
     for target in {id(config): config, id(model_config): model_config}.values():
         target.xval_center, target.xval_scale = center, scale
@@ -74,13 +81,15 @@ def fit_xval(model: Any, ntok: Any, dataset: Any, prepare: Any) -> tuple[float, 
             module.center, module.scale = center, scale
     modules.restamp(model_config)  # the saved modules say what they were trained with
     start = _start_head(prepared, modules.head, center, scale)
-    low, high = min(values), max(values)
+    low, high = center - config.xval_clip * scale, center + config.xval_clip * scale
+    reach = (
+        f"; the range reaches {HEADROOM:g} x beyond them, within int_digits, for the rows not read" if missed else ""
+    )
     warnings.warn(
         f"xVal: fitted xval_center={center:.6g}, xval_scale={scale:.6g} ({config.xval_fit!r}) on the {len(values)} "
-        f"numbers of {read} (from {low:g} to {high:g}): a [NUM] carries (x - xval_center) / xval_scale, so values "
-        f"from {center - config.xval_clip * scale:.6g} to {center + config.xval_clip * scale:.6g} are numbers and "
-        "the rest stay text; saved with the adapter. Set xval_center / xval_scale yourself (or xval_fit=None) to "
-        f"keep your own.{start}",
+        f"numbers of {read} (from {min(values):g} to {max(values):g}{reach}): a [NUM] carries (x - xval_center) / "
+        f"xval_scale, so values from {low:.6g} to {high:.6g} are numbers and the rest stay text; saved with the "
+        f"adapter. Set xval_center / xval_scale yourself (or xval_fit=None) to keep your own.{start}",
         stacklevel=3,
     )
     return center, scale

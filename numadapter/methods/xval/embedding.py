@@ -97,6 +97,8 @@ def fit_normalization(
     values: Tensor | Sequence[float],
     method: Literal["absmax", "standard"] = "absmax",
     clip: float = 5.0,
+    headroom: float = 1.0,
+    limit: float | None = None,
 ) -> tuple[float, float]:
     """Fits ``(center, scale)`` for xVal from the values of a data set.
 
@@ -108,14 +110,22 @@ def fit_normalization(
           variance (as the paper's temperature data). If some fitted value would still land beyond ``clip``
           standard deviations, the scale is widened to ``max|x - mean| / clip`` so every fitted value is in range.
 
+    With `headroom` > 1 the range reaches that factor beyond the largest value (``max|x| * headroom`` at the clip),
+    so that values a sample of the data missed, a little beyond its largest, are numbers too; `limit` (the largest
+    magnitude the digit places hold, ``10^int_digits``) caps that reach, never below the largest value itself.
+
     The values are first rounded to float32, as the tokenizer stores them, and the returned scale is the smallest
     float64 at or above the formula for which every fitted value passes the range check of `normalize` exactly
-    (so the largest value maps to ``clip`` and is accepted). Constant data (zero spread) gets ``scale = 1.0``.
+    (so without headroom the largest value maps to ``clip`` and is accepted). Constant data (zero spread) gets
+    ``scale = 1.0``.
 
     Args:
         values: `(N,)` the numbers of a data set (any shape is flattened); finite, at least one.
         method: ``"absmax"`` or ``"standard"``.
         clip: the normalised range limit (config ``xval_clip``), positive.
+        headroom: the factor the range reaches beyond the values (``>= 1``; 1: the largest value at the clip).
+        limit: None, or the magnitude past which no value can come (the range reaches no further, unless the
+            values themselves do).
 
     Returns:
         ``(center, scale)`` as Python floats: set them as ``xval_center`` and ``xval_scale`` in the config.
@@ -127,6 +137,8 @@ def fit_normalization(
         raise ValueError(f"`method` must be one of {list(NORMALIZATION_METHODS)}, got {method!r}.")
     if not (isinstance(clip, (int, float)) and math.isfinite(clip) and clip > 0):
         raise ValueError(f"`clip` (config `xval_clip`) must be a positive finite number, got {clip!r}.")
+    if not (isinstance(headroom, (int, float)) and math.isfinite(headroom) and headroom >= 1):
+        raise ValueError(f"`headroom` must be a finite number >= 1 (1: no headroom), got {headroom!r}.")
     x = _as_float64(values).reshape(-1)  # (N,)
     if x.numel() == 0:
         raise ValueError("fit_normalization needs at least one value, got an empty collection.")
@@ -137,13 +149,16 @@ def fit_normalization(
     if not torch.isfinite(x).all():
         bad = x[~torch.isfinite(x)][0].item()
         raise ValueError(f"a value overflows float32 ({bad!r}), which is how num_values stores it: drop it first.")
+    reach = math.inf if limit is None else float(limit)
     if method == "absmax":
         center = 0.0
-        spread = x.abs().max().item() / clip
+        largest = x.abs().max().item()
+        spread = max(largest, min(largest * headroom, reach)) / clip
     else:
         center = x.mean().item()
         deviation = (x - center).abs().max().item()
-        spread = max(x.std(correction=0).item(), deviation / clip)
+        reach += abs(center)  # no value lies further than limit from zero
+        spread = max(x.std(correction=0).item(), max(deviation, min(deviation * headroom, reach)) / clip)
     scale = spread if spread > 0 else 1.0
     # Rounding in (x - center) / scale can land a hair above clip; step the scale up by ulps until it does not.
     while ((x - center) / scale).abs().max().item() > clip:

@@ -14,9 +14,11 @@ from helpers.training_cases import sft_args
 from transformers import Seq2SeqTrainingArguments
 
 from numadapter.config import NumberAdapterConfig
+from numadapter.data.head_coverage import sample_rows
 from numadapter.mapping import get_peft_model
 from numadapter.methods.xval import fit_normalization
 from numadapter.tokenization import NumberTokenizer
+from numadapter.training import xval_fit
 from numadapter.training.seq2seq import NumberSeq2SeqTrainer
 from numadapter.training.sft import NumberSFTTrainer
 
@@ -68,7 +70,7 @@ def test_the_trainer_fits_the_normalisation_on_the_training_numbers(store, tmp_p
     else:
         found, trainer = fit_warnings(lambda: NumberSFTTrainer(model=model, args=sft_args(tmp_path, max_steps=1),
                                                                train_dataset=data, processing_class=ntok))  # fmt: skip
-    center, scale = fit_normalization(values_of(data), "absmax", 5.0)  # the largest value at the clip
+    center, scale = fit_normalization(values_of(data), "absmax", 5.0)  # every row read: the largest at the clip
     own = model.peft_config["default"]
     assert (own.xval_center, own.xval_scale) == (center, scale)
     assert center == 0.0 and scale == pytest.approx(max(values_of(data)) / 5, rel=1e-6)  # float32, as stored
@@ -79,6 +81,7 @@ def test_the_trainer_fits_the_normalisation_on_the_training_numbers(store, tmp_p
     assert (modules.head.center, modules.head.scale) == (center, scale)
     assert ntok("Convert 65 miles to km: 104.61")["number_texts"] == ["65", "104.61"]
     assert len(found) == 1 and f"xval_center=0, xval_scale={scale:.6g} ('absmax')" in found[0]
+    assert "beyond them" not in found[0]  # every row read: no headroom
     assert "on the 48 numbers of 24 of the 24 training examples (from 5 to " in found[0]
     assert "xval_fit=None" in found[0]
     # the head starts at the least-squares combination: the mileage times 1.609344, nothing else
@@ -95,6 +98,40 @@ def test_the_trainer_fits_the_normalisation_on_the_training_numbers(store, tmp_p
         saved = loaded.peft_config["default"]
         assert (saved.xval_center, saved.xval_scale) == (center, scale)
         assert loaded.base_model.number_modules["default"].head.scale == scale
+
+
+def test_a_row_the_sample_missed_keeps_its_numbers(store, tmp_path, monkeypatch):
+    """The fit reads a sample of the rows; one it missed may hold a value a little beyond the sample's largest. The
+    range reaches 10% beyond them, so that row's numbers are [NUM] as well (before, its answer stayed text in silence
+    and the head trained there with no number to read)."""
+    monkeypatch.setattr(xval_fit, "SAMPLE_ROWS", 10)
+    read = sample_rows(24, 10)
+    missed = next(i for i in range(24) if i not in read)
+    mileages = [10 * k + 5 for k in range(24)]
+    mileages[missed] = round(max(mileages[i] for i in read) * 1.05)  # 5% beyond every value the fit reads
+    rows = [{"prompt": f"Convert {m} miles to km:", "completion": f" {round(m * 1.609344, 2)}"} for m in mileages]
+    model, ntok, _ = build(store)
+    found, _ = fit_warnings(lambda: NumberSFTTrainer(model=model, args=sft_args(tmp_path, max_steps=1),
+                                                     train_dataset=datasets.Dataset.from_list(rows),
+                                                     processing_class=ntok))  # fmt: skip
+    assert "on the 20 numbers of 10 of the 24 training examples" in found[0] and "1.1 x beyond them" in found[0]
+    own = model.peft_config["default"]
+    largest = max(float(r["completion"]) for i, r in enumerate(rows) if i in read)
+    assert own.xval_scale == pytest.approx(largest * xval_fit.HEADROOM / 5, rel=1e-6)
+    row = rows[missed]
+    assert ntok(row["prompt"] + row["completion"])["number_texts"] == [str(mileages[missed]), row["completion"][1:]]
+
+
+def test_the_headroom_stops_at_the_digit_places():
+    """``limit`` (10^int_digits) caps the reach: no value beyond it can come, so the range need not cover it; a value
+    beyond it in the data is still covered, and headroom under 1 is refused."""
+    assert fit_normalization([1.0, 9500.0], "absmax", 5.0, 1.1) == (0.0, pytest.approx(10450.0 / 5))
+    assert fit_normalization([1.0, 9500.0], "absmax", 5.0, 1.1, limit=1e4) == (0.0, pytest.approx(1e4 / 5))
+    assert fit_normalization([1.0, 12000.0], "absmax", 5.0, 1.1, limit=1e4) == (0.0, pytest.approx(12000.0 / 5))
+    center, scale = fit_normalization([10.0] * 99 + [1000.0], "standard", 5.0, 1.1)  # an outlier past 5 spreads
+    assert center == pytest.approx(19.9) and scale == pytest.approx((1000.0 - 19.9) * 1.1 / 5)
+    with pytest.raises(ValueError, match=r"`headroom` must be a finite number >= 1.*0.5"):
+        fit_normalization([1.0], "absmax", 5.0, 0.5)
 
 
 def test_values_the_user_set_are_kept_and_none_never_fits(store, tmp_path):
