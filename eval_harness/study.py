@@ -259,7 +259,7 @@ def run_arm(name: str, task: str, steps: int, eval_every: int, n_train: int, n_e
             base: str, out: Path, note: str, lr: float | None, *, rows: tuple[list, list] | None = None,
             config: dict[str, Any] | None = None, seconds: float | None = None, max_new_tokens: int = 8,
             after_training: Callable[[Any, Any], dict[str, Any]] | None = None,
-            chat: bool = False) -> dict[str, Any]:  # fmt: skip
+            chat: bool = False, schedule: str = "constant_with_warmup") -> dict[str, Any]:  # fmt: skip
     """Trains one arm through `NumberSFTTrainer` and scores its curve; writes and returns the JSON record.
 
     The curve is scored every `eval_every` optimizer steps and when training stops. By default the rows are
@@ -274,6 +274,8 @@ def run_arm(name: str, task: str, steps: int, eval_every: int, n_train: int, n_e
         after_training: ``f(model, ntok) -> dict`` run on the trained adapter; its entries join the record.
         chat: train the rows as ``messages`` (a user turn, the assistant's answer) and ask the held-out prompts
             through the base's chat template.
+        schedule: the learning-rate schedule (transformers' ``lr_scheduler_type``), over `steps` after the warmup:
+            the default keeps the rate flat, so a time budget far from the step cap is not cut short by a decay.
     """
     import datasets
     import torch
@@ -315,7 +317,7 @@ def run_arm(name: str, task: str, steps: int, eval_every: int, n_train: int, n_e
     path.parent.mkdir(parents=True, exist_ok=True)
     args = SFTConfig(
         output_dir=str(out / "tmp" / name), max_steps=steps, per_device_train_batch_size=batch, learning_rate=rate,
-        lr_scheduler_type="constant_with_warmup", warmup_steps=min(20, steps // 10), max_grad_norm=1.0,
+        lr_scheduler_type=schedule, warmup_steps=min(20, steps // 10), max_grad_norm=1.0,
         logging_steps=max(1, min(steps // 10, 50)), save_strategy="no", report_to=[], seed=seed, bf16=False,
         use_cpu=not torch.cuda.is_available(), dataset_num_proc=None,
         activation_checkpointing=False,  # TRL's default is on: a 135M model fits without, each step ~20% faster
@@ -325,6 +327,7 @@ def run_arm(name: str, task: str, steps: int, eval_every: int, n_train: int, n_e
         "config": fields, "steps": steps, "seconds_budget": seconds, "batch_size": batch, "n_train": len(train_rows),
         "n_eval": len(eval_rows), "seed": seed, "note": note, "torch_threads": torch.get_num_threads(),
         "max_new_tokens": max_new_tokens, "gradient_checkpointing": args.activation_checkpointing, "chat": chat,
+        "schedule": schedule,
     }  # fmt: skip
 
     def score(step: int, train_seconds: float) -> None:

@@ -14,7 +14,9 @@ it since round 6, its default settings written out (numbers in digits, the head 
 `eval_harness.study.run_arm`: `NumberAdapterConfig` -> `numadapter.get_peft_model` -> `NumberTokenizer` ->
 `NumberSFTTrainer` -> `numadapter.evaluation.generate_answers`. Every arm gets the same training seconds
 (``--seconds``, default 300: training stops at the first step past the budget, scoring excluded) or the same
-optimizer steps (``--steps``; with both, the steps are a cap), the same rows, batch (32) and seed. Each run writes
+optimizer steps (``--steps``; with both, the steps are a cap), the same rows, batch (32) and seed. The rate warms up
+over a tenth of the steps (at most 20) and then stays flat, or decays over ``--steps`` with ``--schedule linear`` or
+``cosine`` (with ``--seconds``, set ``--steps`` to what the budget fits). Each run writes
 ``eval_harness/results/suite/<family>/<arm>.json`` (settings, the curve every ``--eval-every`` steps and at the end,
 the final figures) and, with ``--retention`` (default), how many held-out base-known facts the trained adapter still
 answers. ``--out`` writes elsewhere (a smoke run: ``--out /tmp/suite``). ``STUDY_THREADS`` sets torch's threads (2).

@@ -44,6 +44,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     run.add_argument("--seconds", type=float, default=None, help="training seconds per arm (default 300)")
     run.add_argument("--steps", type=int, default=None, help="optimizer steps per arm (with --seconds: a cap)")
     run.add_argument("--eval-every", type=int, default=100, help="score the held-out rows every N steps")
+    run.add_argument("--schedule", default="constant_with_warmup",
+                     choices=["constant_with_warmup", "linear", "cosine"],
+                     help="the learning rate over --steps after the warmup (flat by default: a --seconds budget "
+                     "far from the step cap is not cut short by a decay)")  # fmt: skip
     run.add_argument("--n-train", type=int, default=8000)
     run.add_argument("--n-eval", type=int, default=200)
     run.add_argument("--batch", type=int, default=32)
@@ -105,7 +109,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                              config=found.arm_config(ARMS[arm].encoding, "xval_fit" in ARMS[arm].config),
                              seconds=args.seconds,
                              max_new_tokens=found.max_new_tokens, after_training=after,
-                             chat=found.chat)  # fmt: skip
+                             chat=found.chat, schedule=args.schedule)  # fmt: skip
             records.append(record)
     return records
 

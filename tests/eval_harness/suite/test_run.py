@@ -19,8 +19,11 @@ def test_arguments_name_families_and_arms_and_a_budget(capsys):
     args = run.parse_args(["run", "--steps", "40", "--no-retention"])
     assert args.families == list(FAMILIES) and args.arms == list(run.DEFAULT_ARMS)
     assert args.steps == 40 and args.seconds is None and not args.retention
+    assert args.schedule == "constant_with_warmup"  # flat: a time budget is not cut short by a decay
+    assert run.parse_args(["run", "--steps", "57", "--seconds", "540", "--schedule", "linear"]).schedule == "linear"
     for bad, message in ((["--families", "copy,tot"], "unknown family 'tot'"), (["--arms", "bert"], "unknown arm"),
-                         (["--seconds", "0"], "--seconds must be positive, got 0.0")):  # fmt: skip
+                         (["--seconds", "0"], "--seconds must be positive, got 0.0"),
+                         (["--schedule", "step"], "invalid choice: 'step'")):  # fmt: skip
         with pytest.raises(SystemExit):
             run.parse_args(["run", *bad])
         assert message in capsys.readouterr().err
@@ -44,6 +47,7 @@ def test_run_trains_every_family_x_arm_with_the_family_settings(monkeypatch, tmp
                                                       ("facts", "fone_context"), ("facts", "xval")]  # fmt: skip
     percent, percent_xval, fact = calls[0], calls[1], calls[2]
     assert percent["seconds"] == 20.0 and percent["steps"] == run.STEP_CAP
+    assert percent["schedule"] == "constant_with_warmup"
     assert percent["config"] == {"int_digits": 4, "frac_digits": 2} and percent_xval["config"]["xval_scale"] == 2000
     assert len(percent["rows"][0]) == 30 and len(percent["rows"][1]) == 7
     assert [len(split) for split in fact["rows"]] == [3, 3] and fact["max_new_tokens"] == FAMILIES[
