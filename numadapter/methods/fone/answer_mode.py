@@ -16,8 +16,8 @@ from numadapter.methods.fone.context_settings import (
     POINTER_NUMBERS,
     POINTER_SETTINGS,
     context_count,
-    context_products,
     numbers_for_head,
+    products_for_head,
 )
 from numadapter.methods.fone.modes.registry import get_head_mode
 
@@ -27,12 +27,23 @@ __all__ = [
 ]  # fmt: skip
 
 
+def _reads_context(config: Any) -> bool:
+    """Whether the config's head mode combines the numbers before the position (`HeadMode.reads_context`)."""
+    return get_head_mode(getattr(config, "fone_head_input", "context")).reads_context
+
+
 def fone_numbers_in_effect(config: Any) -> str:
     """``config.fone_numbers`` with ``"auto"`` decided: ``"answers"`` on a causal LM with a head mode that reads the
     numbers before it (`HeadMode.reads_context`, the built-in ``"context"``), ``"all"`` on an encoder-decoder or with
     another head (`numadapter.methods.fone.context_settings.numbers_for_head`)."""
-    reads = get_head_mode(getattr(config, "fone_head_input", "context")).reads_context
-    return numbers_for_head(config, reads)
+    return numbers_for_head(config, _reads_context(config))
+
+
+def context_products(config: Any) -> bool:
+    """``config.fone_context_products`` with None decided for the config's head mode: on in answers mode
+    (`fone_numbers_in_effect`), off with ``"all"`` or the pointer
+    (`numadapter.methods.fone.context_settings.products_for_head`)."""
+    return products_for_head(config, _reads_context(config))
 
 
 def answers_mode(config: Any) -> bool:

@@ -1,8 +1,8 @@
 """The context head's settings with their None defaults decided: how many numbers it combines, whether it forms
-products, and what ``fone_numbers="auto"`` means for a head that reads the numbers before it.
+products, and what ``fone_numbers="auto"`` means, for a head that does or does not read the numbers before it.
 
 No numadapter imports: the context mode (`numadapter.methods.fone.modes.context`) reads these, and
-`numadapter.methods.fone.answer_mode` decides ``"auto"`` for any head mode from `numbers_for_head`.
+`numadapter.methods.fone.answer_mode` decides them for a config's own head mode (asking the registry).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
-    "CONTEXT_NUMBERS", "POINTER_NUMBERS", "POINTER_SETTINGS", "context_count", "context_products", "numbers_for_head",
+    "CONTEXT_NUMBERS", "POINTER_NUMBERS", "POINTER_SETTINGS", "context_count", "numbers_for_head", "products_for_head",
 ]  # fmt: skip
 
 # the latest numbers the context head combines when ``fone_context_numbers`` is None (it scores 3^K combinations)
@@ -46,13 +46,14 @@ def context_count(config: Any) -> int:
     return POINTER_NUMBERS if getattr(config, "fone_context_pointer", None) else CONTEXT_NUMBERS
 
 
-def context_products(config: Any) -> bool:
-    """``config.fone_context_products`` for a head that reads context, with None decided: on where the config writes
-    only the answers the head forms (``fone_numbers`` in effect ``"answers"``), off with ``"all"`` (every number a
-    [NUM])."""
+def products_for_head(config: Any, reads_context: bool) -> bool:
+    """``config.fone_context_products`` with None decided for a head that does (`reads_context`) or does not combine
+    the numbers before it: on where the config writes only the answers the head forms (``fone_numbers`` in effect
+    ``"answers"``, `numbers_for_head`), off with ``"all"`` (every number a [NUM]); always off with the pointer, which
+    combines by signed sums only."""
     products = getattr(config, "fone_context_products", False)
-    if getattr(config, "fone_context_pointer", None):  # the pointer combines by signed sums only
+    if getattr(config, "fone_context_pointer", None):
         return False
     if products is None:
-        return getattr(config, "encoding", "fone") == "fone" and numbers_for_head(config, True) == "answers"
+        return getattr(config, "encoding", "fone") == "fone" and numbers_for_head(config, reads_context) == "answers"
     return bool(products)

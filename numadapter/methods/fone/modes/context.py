@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from numadapter.methods.context import ContextNumbers, fixed_point_values
-from numadapter.methods.fone.context_settings import context_count, context_products
+from numadapter.methods.fone.context_settings import context_count, products_for_head
 from numadapter.methods.fone.embedding import fone_features_from_digits, lower_fractions
 from numadapter.methods.fone.modes.base import complex_product, shifted_digit_logits
 from numadapter.methods.fone.modes.linear import LinearReadout
@@ -136,7 +136,7 @@ class ContextCombination(LinearReadout):
                 head.coefficients.bias.zero_()
             grid = torch.cartesian_prod(*[torch.arange(3)] * count)  # (3^K, K)
             head.register_buffer("combinations", grid.reshape(-1, count), persistent=False)
-        head.products = context_products(config)
+        head.products = products_for_head(config, self.reads_context)
         if head.products:  # operation logits: the signed sum, then each product / quotient of two numbers
             head.operations = nn.Linear(hidden_size, 1 + pair_count(count))
             with torch.no_grad():  # a fresh head prefers the sum (its combination of nothing: the read-out)
@@ -309,7 +309,8 @@ class ContextCombination(LinearReadout):
         magnitude of a product / exact quotient of two of them."""
         if formable(context, value):
             return True
-        return context_products(config) and pair_formable(list(context), value, config.frac_digits)
+        products = products_for_head(config, self.reads_context)
+        return products and pair_formable(list(context), value, config.frac_digits)
 
 
 MODE = ContextCombination()
