@@ -301,6 +301,12 @@ class NumberAdapterConfig(LoraConfig):
             number is not checked); otherwise the LM writes it in digits. A wrong combination of the numbers before
             the answer is typically off by the size of the answer, so its first digit is one the LM would not
             write; the check also stops right answers where the LM's own digits are poor. 0 turns it off.
+        fone_expression_check (`bool`, defaults to True): in answers mode, where the text so far (the prompt's and
+            the model's own) ends in an expression and "=" (``48 + 24 =``, ``25% * $80 = $``), the number generation
+            writes next is the expression's value: the head writes it where it forms it from the numbers before it
+            (the combination the expression names, whatever combination the head itself would have chosen); where it
+            does not (an expression over more numbers than it combines), the LM writes the number in digits, never a
+            head number that differs from the expression. False leaves every choice to the head and the LM.
         fone_head_in_use (`bool`, defaults to None): in answers mode, whether the head writes numbers. None (not
             decided: a model never trained by `NumberSFTTrainer`) and True use it; False writes no [NUM]: the
             tokenizer keeps every answer in digits and the model's [NUM] logit is -inf (training, `generate`,
@@ -508,6 +514,13 @@ class NumberAdapterConfig(LoraConfig):
             "the LM's this many likeliest digits there (0: no check)."
         },
     )
+    fone_expression_check: bool = field(
+        default=True,
+        metadata={
+            "help": "fone_numbers='answers': in generation, the number after a written 'expression =' is the "
+            "expression's value, through the head where it forms it, else in the LM's digits."
+        },
+    )
     fone_head_in_use: bool | None = field(
         default=None,
         metadata={"help": "fone_numbers='answers': whether the head writes numbers (set by NumberSFTTrainer)."},
@@ -694,6 +707,8 @@ class NumberAdapterConfig(LoraConfig):
             )
         if not isinstance(self.fone_head_copies, bool):
             raise ValueError(f"`fone_head_copies` must be True or False, got {self.fone_head_copies!r}.")
+        if not isinstance(self.fone_expression_check, bool):
+            raise ValueError(f"`fone_expression_check` must be True or False, got {self.fone_expression_check!r}.")
         if not isinstance(self.head_loss_trains_lm, bool):
             raise ValueError(f"`head_loss_trains_lm` must be True or False, got {self.head_loss_trains_lm!r}.")
         if self.fone_head_in_use is not None and not isinstance(self.fone_head_in_use, bool):

@@ -6,6 +6,8 @@
   answers for the eval prompts).
 - `generate_answers`: greedy completions of many prompts with `numadapter.generate`, in batches.
 - `facts_kept`: how many facts a base knew (`numadapter.data.known_facts`) a trained adapter still answers.
+- `equations_in`, `equation_score`, `Equation`: the ``expression = number`` equations a worked solution writes and
+  whether each is right, exactly (`numadapter.expressions`).
 
 Used by the trainers' evaluation, ``numadapter eval`` (`numadapter.app.commands`) and the quick start. torch and the
 generation code are imported only inside `generate_answers`.
@@ -17,7 +19,11 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
-__all__ = ["AnswerMetrics", "answer_metrics", "generate_answers", "last_number"]
+from numadapter.expressions import Equation, equation_score, equations_in
+
+__all__ = [
+    "AnswerMetrics", "Equation", "answer_metrics", "equation_score", "equations_in", "generate_answers", "last_number",
+]  # fmt: skip
 
 
 def last_number(text: str) -> Decimal | None:

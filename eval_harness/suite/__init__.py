@@ -69,7 +69,7 @@ and each ``fact_answers`` in every record; records before round 6 scored the hel
 Scoring: the last number of the generated answer against the reference's (`numadapter.evaluation.answer_metrics`):
 exact match and MAE; every point also has MAPE (`eval_harness.metrics.mape`), the regression family's score. A family
 of whole worked solutions (``equations=True``: ``worked_solution``, ``gsm8k``) is also scored after training on the
-equations its held-out answers write (`eval_harness.suite.equations`): ``equations_share``, the share of the
+equations its held-out answers write (`numadapter.evaluation.equation_score`): ``equations_share``, the share of the
 ``expression = number`` steps that are right, since a right last number can follow wrong steps; the record keeps
 every answer.
 """

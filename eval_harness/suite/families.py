@@ -44,7 +44,7 @@ class Family:
         load: ``load(n_train, n_eval, seed) -> (train rows, held-out rows)`` for a family of shipped public rows
             instead of a generator (`draw` None).
         equations: the answers are whole worked solutions: after training the run also scores the share of the
-            equations they write that are right (`eval_harness.suite.equations`), since a right last number can
+            equations they write that are right (`numadapter.evaluation.equation_score`), since a right last number can
             follow wrong steps.
     """
 

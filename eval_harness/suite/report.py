@@ -17,7 +17,7 @@ of the answer equals the reference's. MAE: mean absolute error of those numbers;
 (the score of the regression family `miles_km`). Facts retained: the share of held-out base-known facts the trained
 adapter still answers (`eval_harness.suite.facts`). Steps and seconds: optimizer steps and training seconds (scoring
 excluded) the arm got within its budget. Equations right (families of whole worked solutions): the share of the
-equations the held-out answers write that are right (`eval_harness.suite.equations`).
+equations the held-out answers write that are right (`numadapter.evaluation.equation_score`).
 """
 
 

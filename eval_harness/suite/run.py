@@ -174,13 +174,12 @@ def _answers(held: list[dict[str, str]], max_new_tokens: int, equations: bool = 
     """``after(model, ntok)``: every held-out answer (``--answers``): prompt, reference, the completion, and for its
     last number whether the head wrote it (its combination, most recent number first) or the LM did in digits.
 
-    With `equations` (a family of worked solutions), also the `eval_harness.suite.equations.equation_score` of the
+    With `equations` (a family of worked solutions), also the `numadapter.evaluation.equation_score` of the
     completions (``equations_written``, ``equations_right``, ``equations_share``, ``equations_per_text``) and each
     answer's own counts: a right last number can follow wrong steps."""
 
     def after(model: Any, ntok: Any) -> dict[str, Any]:
-        from eval_harness.suite.equations import equation_score, equations_in
-        from numadapter.evaluation import last_number
+        from numadapter.evaluation import equation_score, equations_in, last_number
         from numadapter.generation import generate
 
         model.eval()

@@ -179,13 +179,14 @@ def run_loop(
     tracker = tracker_cls(len(batch.ids), loop.eos_ids, loop.stops, parts.num_token_id, decode)
     decode_loop(
         parts, batch, loop.reader, loop.chooser, tracker, loop.max_new_tokens, loop.use_cache, loop.pad_id,
-        loop.out_of_range, digit_numbers_of(parts, tokenizer, len(batch.ids)),
+        loop.out_of_range, digit_numbers_of(parts, tokenizer, batch.ids),
     )  # fmt: skip
     return tracker
 
 
-def digit_numbers_of(parts: AdapterParts, tokenizer: Any, rows: int) -> DigitNumbers | None:
-    """The follower of numbers generated in digits (`DigitNumbers`) for ``fone_numbers="answers"``, else None.
+def digit_numbers_of(parts: AdapterParts, tokenizer: Any, prompts: list[list[int]]) -> DigitNumbers | None:
+    """The follower of numbers generated in digits (`DigitNumbers`) for ``fone_numbers="answers"``, else None, for
+    the rows of `prompts` (each row's prompt ids).
 
     Raises:
         ValueError: such an adapter without its `NumberTokenizer` (the numbers it writes in digits are context
@@ -200,14 +201,17 @@ def digit_numbers_of(parts: AdapterParts, tokenizer: Any, rows: int) -> DigitNum
             "the generated text, so generation needs its NumberTokenizer: use numadapter.generate(model, ntok, ...), "
             "or pass tokenizer=ntok to model.generate (or the input_ids of ntok(..., return_tensors='pt'))."
         )
-    return digit_numbers_for(config, tokenizer, rows, parts.num_token_id)
+    return digit_numbers_for(config, tokenizer, len(prompts), parts.num_token_id, prompts)
 
 
-def digit_numbers_for(config: Any, tokenizer: Any, rows: int, num_token_id: int) -> DigitNumbers:
+def digit_numbers_for(
+    config: Any, tokenizer: Any, rows: int, num_token_id: int, prompts: list[list[int]] | None = None
+) -> DigitNumbers:
     """`DigitNumbers` for `rows` rows of an answers-mode adapter with `config`, reading the text as its
-    `NumberTokenizer` `tokenizer` does (the decode loop's, and the vLLM plugin's per request)."""
+    `NumberTokenizer` `tokenizer` does (the decode loop's, and the vLLM plugin's per request), with each row's
+    prompt ids (`prompts`; the expression check reads the prompt's end)."""
 
     def decode(ids: list[int]) -> str:
         return tokenizer.decode(ids, number_texts=[], skip_special_tokens=True)
 
-    return DigitNumbers(rows, decode, tokenizer._context_row, config.sign_policy == "text", num_token_id)
+    return DigitNumbers(rows, decode, tokenizer._context_row, config.sign_policy == "text", num_token_id, prompts)

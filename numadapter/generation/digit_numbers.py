@@ -23,6 +23,8 @@ _MAY_CONTINUE = frozenset(",._'eE+-")
 # stands for a generated [NUM] in the text searched for digit numbers: never part of a number, so a digit number
 # right before a [NUM] is complete, and the [NUM]'s own number (already in the context) is not found twice
 _NUM_PLACEHOLDER = "\x00"
+# the characters of a prompt's end that `DigitNumbers.text_so_far` keeps (an expression before "=" is far shorter)
+PROMPT_TAIL = 400
 
 
 def _stops(char: str) -> bool:
@@ -42,6 +44,8 @@ class DigitNumbers:
             False: not a number the tokenizer would mark).
         text_sign: ``sign_policy == "text"`` (the sign stays text, the number is its magnitude).
         num_token_id: the [NUM] id (its tokens are the head's numbers, recorded by the loop already).
+        prompts: the prompt ids of each row, or None: only `text_so_far` reads them (an expression may start in the
+            prompt: ``"12 + 7 ="``).
     """
 
     def __init__(
@@ -51,28 +55,45 @@ class DigitNumbers:
         number_row: Callable,
         text_sign: bool,
         num_token_id: int,
+        prompts: Sequence[Sequence[int]] | None = None,
     ) -> None:
         self.decode = decode
         self.number_row = number_row
         self.text_sign = text_sign
         self.num_token_id = num_token_id
+        self.prompts = [list(ids) for ids in prompts] if prompts is not None else [[] for _ in range(rows)]
+        self.prompt_texts: dict[int, str] = {}  # row -> the end of its prompt's text (decoded once, when first read)
+        self.head_texts: list[list[str]] = [[] for _ in range(rows)]  # per row, the text of each [NUM] it wrote
         self.ids: list[list[int]] = [[] for _ in range(rows)]
         self.done: list[int] = [0] * rows  # per row: the text offset up to which numbers were reported
         # per row, the generated-token index of the last token of each number the latest `observe` reported
         self.ends: dict[int, list[int]] = {}
 
-    def _text(self, ids: list[int]) -> str:
-        """The generated text with each [NUM] as one placeholder character."""
-        parts, run = [], []
+    def _text(self, ids: list[int], written: Sequence[str] = ()) -> str:
+        """The generated text with each [NUM] as the next of the `written` texts, or once they run out (by default
+        at once) as one placeholder character."""
+        parts, run, texts = [], [], iter(written)
         for token in ids:
             if token == self.num_token_id:
                 parts.append(self.decode(run) if run else "")
-                parts.append(_NUM_PLACEHOLDER)
+                parts.append(next(texts, _NUM_PLACEHOLDER))
                 run = []
             else:
                 run.append(token)
         parts.append(self.decode(run) if run else "")
         return "".join(parts)
+
+    def wrote(self, texts: dict[int, str]) -> None:
+        """Records the text of the number the head wrote at each row's latest [NUM] (``{row: text}``)."""
+        for row, text in texts.items():
+            self.head_texts[row].append(text)
+
+    def text_so_far(self, row: int) -> str:
+        """The end of `row`'s prompt (up to `PROMPT_TAIL` characters) and its generated text, each [NUM] as the text
+        of the number the head wrote there (`wrote`): the text a reader of the output sees."""
+        if row not in self.prompt_texts:
+            self.prompt_texts[row] = self.decode(self.prompts[row])[-PROMPT_TAIL:] if self.prompts[row] else ""
+        return self.prompt_texts[row] + self._text(self.ids[row], self.head_texts[row])
 
     def starts_number(self, row: int, token: int) -> bool:
         """Whether `token` would start a new number in digits on `row`: its text begins with a digit (after spaces)

@@ -33,6 +33,7 @@ import torch
 from transformers.modeling_outputs import BaseModelOutput
 
 from numadapter.generation.digit_numbers import DigitNumbers
+from numadapter.generation.expression_check import ExpressionCheck, check_expressions, checks_expressions, with_values
 from numadapter.generation.prompts import PromptBatch, position_ids
 from numadapter.generation.readout import NumberReader
 from numadapter.generation.sampling import TokenChooser
@@ -361,8 +362,10 @@ def choose_step(
 ) -> StepChoice:
     """The tokens of generated step `t` on the `active` rows, from the step's logits and the LM-head input, with
     numadapter's number rules: the chooser's token; with ``fone_digit_answers`` > 0 a [NUM] where the head forms the
-    number the LM starts in digits; digit numbers the model completes join the head's context; a [NUM] whose number
-    the head does not form is chosen again among the digit tokens; the head's number at every other [NUM].
+    number the LM starts in digits; with ``fone_expression_check`` the value of an expression the text ends in with
+    "=" (`numadapter.generation.expression_check`); digit numbers the model completes join the head's context; a
+    [NUM] whose number the head does not form is chosen again among the digit tokens; the head's number at every
+    other [NUM].
 
     The decode loop calls it for its whole batch; the vLLM plugin (`numadapter.serving.vllm`) for one request at a
     time, so that both write the same tokens and numbers. Updates `reader`'s context (it follows every row).
@@ -373,21 +376,35 @@ def choose_step(
         reader.step_keys(step.hidden, active, first=t == 0)
     if reader is not None and reader.head_first and step.hidden is not None:  # fone_digit_answers > 0
         chosen, tokens = _head_where_it_forms(reader, step.hidden, step.logits, chosen, tokens, active, num_id)
+    check = ExpressionCheck()  # fone_expression_check: the number after "expression =" is its value
+    if reader is not None and step.hidden is not None and checks_expressions(reader):
+        check = check_expressions(reader, tokens, active, num_id)
+        if check.values:
+            chosen, tokens = _with_rows(chosen, list(check.values), torch.full_like(chosen, num_id))
     if reader is not None:  # numbers the model wrote in digits join the context (fone_numbers="answers")
         reader.observe(tokens, active)
     rows = [r for r in active if tokens[r] == num_id] if num_id is not None else []
     prediction = reader.predict(step.hidden, rows) if rows and step.hidden is not None else None
     if prediction is not None:  # rows whose number the head does not write: the LM writes it in digits
         answers = reader.digit_numbers is not None  # fone_numbers="answers": the head forms no number there
-        left = reader.unformed(prediction, rows, step.logits) if answers else reader.without_context(rows)
-        if left:  # (xVal's head over the numbers before it: none to weigh)
+        if answers:
+            unchecked = [r for r in rows if r not in check.values]
+            left = sorted(reader.unformed(prediction, unchecked, step.logits) + check.in_digits)
+        else:  # (xVal's head over the numbers before it: none to weigh)
+            left = reader.without_context(rows)
+        if left:
             digit_ids = getattr(reader.config, "digit_token_ids", None)
             chosen, tokens = _in_digits(step.logits, chooser, t, chosen, left, num_id, digit_ids)
             if answers:
                 reader.digit_numbers.replace_last(left, tokens)
             rows = [r for r in rows if r not in left]
             prediction = reader.predict(step.hidden, rows) if rows else None
+    if prediction is not None:
+        config = reader.config
+        prediction = with_values(prediction, check.values, config.int_digits, config.frac_digits)
     numbers = reader.numbers(prediction, rows) if prediction is not None else {}
+    if reader is not None and reader.digit_numbers is not None and numbers:  # the text a later expression reads
+        reader.digit_numbers.wrote({row: number.text for row, number in numbers.items()})
     return StepChoice(chosen, tokens, rows, prediction, numbers)
 
 

@@ -107,3 +107,13 @@ def number_writer(store, choose, digits_too: bool, **settings):
         with torch.no_grad():
             base_weight(model.base_model.model.get_output_embeddings())[five] = output_rows(model)[0] * 0.97
     return model, ntok
+
+
+def num_first(model, ntok, prompts: list[str], margin: float = 5.0) -> None:
+    """Moves [NUM]'s output row along each prompt's last hidden state until [NUM] leads the next token by `margin`."""
+    for prompt in prompts:
+        with torch.no_grad():
+            out = model(**ntok(prompt, return_tensors="pt"), output_hidden_states=True)
+            hidden, logits = out.hidden_states[-1][0, -1], out.logits[0, -1]
+            lead = float(logits.max() - logits[ntok.num_token_id] + margin)
+            output_rows(model)[0] += hidden * max(lead, 0.0) / hidden.square().sum()

@@ -121,7 +121,8 @@ class NumberRequest:
         reader = NumberReader(served.config, served.modules.head)
         text = served.ntok.tokenizer.decode(self.prompt_ids, skip_special_tokens=True)
         batch = encode_prompts(served.ntok, [text], 0, "left", torch.device("cpu"))
-        reader.begin(batch.numbers, digit_numbers_for(served.config, served.ntok, 1, served.num_id), None)
+        digit_numbers = digit_numbers_for(served.config, served.ntok, 1, served.num_id, [list(self.prompt_ids)])
+        reader.begin(batch.numbers, digit_numbers, None)
         return reader
 
     def _choose(self, logits: torch.Tensor, hidden: torch.Tensor) -> Chosen:

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import json
 
-from eval_harness.suite.equations import equation_score
 from eval_harness.suite.families import DATA, FAMILIES, family_rows
-from numadapter.evaluation import last_number
+from numadapter.evaluation import equation_score, last_number
 
 
 def test_rows_are_whole_solutions_without_calculator_notes():

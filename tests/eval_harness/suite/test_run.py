@@ -130,13 +130,15 @@ def test_gate_sweep_answers_again_under_each_setting_and_puts_the_config_back(mo
     from eval_harness.suite import gates
 
     args = run.parse_args(["run", "--gate-sweep", "fone_head_digit_check=0; fone_head_digit_check=2,"
-                           "fone_head_min_confidence=0.5"])  # fmt: skip
-    assert args.gate_sweep == [{"fone_head_min_confidence": 0, "fone_head_digit_check": 0},
-                               {"fone_head_min_confidence": 0.5, "fone_head_digit_check": 2}]  # fmt: skip
-    for bad in ("fone_head_digit=2", "fone_head_digit_check=two"):
+                           "fone_head_min_confidence=0.5,fone_expression_check=False"])  # fmt: skip
+    assert args.gate_sweep == [
+        {"fone_head_min_confidence": 0, "fone_head_digit_check": 0, "fone_expression_check": True},
+        {"fone_head_min_confidence": 0.5, "fone_head_digit_check": 2, "fone_expression_check": False},
+    ]
+    for bad in ("fone_head_digit=2", "fone_head_digit_check=two", "fone_expression_check=maybe"):
         with pytest.raises(SystemExit):
             run.parse_args(["run", "--gate-sweep", bad])
-    config = types.SimpleNamespace(fone_head_min_confidence=0.0, fone_head_digit_check=0)
+    config = types.SimpleNamespace(fone_head_min_confidence=0.0, fone_head_digit_check=0, fone_expression_check=True)
     model = types.SimpleNamespace(peft_config={"default": config}, eval=lambda: None)
     ntok = types.SimpleNamespace(config=config)
     seen = []
@@ -144,7 +146,8 @@ def test_gate_sweep_answers_again_under_each_setting_and_puts_the_config_back(mo
     def fake_generate(model, ntok, prompts, max_new_tokens, return_dict):
         check = config.fone_head_digit_check
         seen.append((config.fone_head_min_confidence, check))
-        completions = [" 12", " 7"] if check else [" 12", " 99"]  # the check sends the second answer to digits
+        assert config.fone_expression_check == (not check)
+        completions = [" 12", " 7"] if check else [" 12", " 3 + 4 = 99"]  # the check sends the second to digits
         return types.SimpleNamespace(completions=completions, confidences=[[0.9], [] if check else [0.4]])
 
     monkeypatch.setattr(numadapter, "generate", fake_generate)
@@ -152,5 +155,7 @@ def test_gate_sweep_answers_again_under_each_setting_and_puts_the_config_back(mo
     points = after(model, ntok)["gate_sweep"]
     assert seen == [(0, 0), (0.5, 2)]
     assert [(p["exact_match"], p["mae"], p["head_written"]) for p in points] == [(0.5, 46.0, 2), (1.0, 0.0, 1)]
+    assert [(p["equations_written"], p["equations_right"]) for p in points] == [(1, 0), (0, 0)]
     assert points[1]["answers"][1] == {"completion": " 7", "reference": " 7", "confidences": []}
-    assert (config.fone_head_min_confidence, config.fone_head_digit_check) == (0.0, 0)
+    gates_now = (config.fone_head_min_confidence, config.fone_head_digit_check, config.fone_expression_check)
+    assert gates_now == (0, 0, True)

@@ -1,5 +1,6 @@
-"""eval_harness.suite.equations and the worked_solution family: the checker on hand-written equations, every
-reference equation right under it, the places the rows need, and the run's equation score of the answers."""
+"""numadapter.expressions (through numadapter.evaluation) and the worked_solution family: the checker on
+hand-written equations, every reference equation right under it, the places the rows need, and the run's equation
+score of the answers."""
 
 from __future__ import annotations
 
@@ -13,9 +14,8 @@ import pytest
 
 import numadapter.generation
 from eval_harness.suite import report, run
-from eval_harness.suite.equations import equation_score, equations_in
 from eval_harness.suite.families import FAMILIES, family_rows, worked_solution
-from numadapter.evaluation import last_number
+from numadapter.evaluation import equation_score, equations_in, last_number
 from numadapter.numbers import find_numbers
 
 RIGHT = ["48/2 = 24", "720 * 60 = 43,200", "1/2 * 50 = 25", "25% * $80 = $20", "$1,200 + $300 = $1,500",

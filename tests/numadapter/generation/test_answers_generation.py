@@ -7,7 +7,15 @@ import pytest
 import torch
 from helpers.adapter_cases import Store
 from helpers.answers_cases import SUMS_ONLY, agrees_with_the_training_forward
-from helpers.generation_cases import PROMPTS, build, copy_latest_number, encourage_numbers, number_writer, output_rows
+from helpers.generation_cases import (
+    PROMPTS,
+    build,
+    copy_latest_number,
+    encourage_numbers,
+    num_first,
+    number_writer,
+    output_rows,
+)
 
 from numadapter.generation import generate
 from numadapter.numbers import find_numbers
@@ -31,16 +39,6 @@ def copier(store):
 def writer(store):
     """The same copier, which also writes numbers in digits between its [NUM]s when sampled among the top 2."""
     return number_writer(store, copy_latest_number, True, **SUMS_ONLY)
-
-
-def num_first(model, ntok, prompts: list[str], margin: float = 5.0) -> None:
-    """Moves [NUM]'s output row along each prompt's last hidden state until [NUM] leads the next token by `margin`."""
-    for prompt in prompts:
-        with torch.no_grad():
-            out = model(**ntok(prompt, return_tensors="pt"), output_hidden_states=True)
-            hidden, logits = out.hidden_states[-1][0, -1], out.logits[0, -1]
-            lead = float(logits.max() - logits[ntok.num_token_id] + margin)
-            output_rows(model)[0] += hidden * max(lead, 0.0) / hidden.square().sum()
 
 
 def test_prompt_numbers_are_digits_and_the_heads_context(copier):

@@ -1,10 +1,12 @@
-"""The equations a text writes, and whether each is right: ``48/2 = 24`` is, ``720 * 60 = 4800`` is not.
+"""The arithmetic a text writes: ``48/2 = 24`` is right, ``720 * 60 = 4800`` is not.
 
 A worked solution is scored by its last number (`numadapter.evaluation.last_number`); that number can be right by
 luck and wrong steps before it go unseen. `equations_in` reads every ``expression = number`` a solution writes, as
 grade-school solutions write them (``$1,234.50``, ``30%``, ``3 x 4``, ``1/2 * 50``), evaluates the expression exactly
-and compares it with the number written after ``=``; `equation_score` sums that over many texts (the suite records it
-for families with ``equations=True``, `eval_harness.suite.families.Family`).
+and compares it with the number written after ``=``; `equation_score` sums that over many texts (public through
+`numadapter.evaluation`; the suite records it for families of worked solutions). `value_before_equals` reads a text
+that ends in ``expression =`` (a decode loop's text so far), for generation's expression check
+(`numadapter.generation.expression_check`).
 
 Rules:
 
@@ -31,7 +33,7 @@ from decimal import Context, Decimal
 from fractions import Fraction
 from typing import NamedTuple
 
-__all__ = ["Equation", "equation_score", "equations_in"]
+__all__ = ["Equation", "equation_score", "equations_in", "value_before_equals"]
 
 CURRENCY = "$€£"
 _NUMBER = r"(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?"
@@ -41,6 +43,8 @@ _RUN_CHARS = frozenset(f"0123456789.,{CURRENCY}%+-*/x×÷() \t")  # what the run
 _WRITTEN = re.compile(rf"[ \t]*(?P<sign>-?)[{CURRENCY}]?(?P<number>{_NUMBER})(?P<percent>%?)")
 _OPERATORS = {"+": "+", "-": "-", "*": "*", "x": "*", "×": "*", "/": "/", "÷": "/"}
 _PLACES = Context(prec=60)  # a non-terminating quotient as a Decimal: 60 significant digits
+# an "=" (not part of "==", "<=", ">=", "!=") and what may follow it before its result: spaces and a currency sign
+_OPEN_EQUALS = re.compile(rf"(?<![=<>!])=[ \t]*[{CURRENCY}]?[ \t]*$")
 
 
 class Equation(NamedTuple):
@@ -175,6 +179,29 @@ def _right(value: Fraction, written: Decimal) -> bool:
     return Fraction(rounded if scaled >= 0 else -rounded, 10**places) == Fraction(written)
 
 
+def _before(text: str, equals: int) -> tuple[str, Fraction | None] | None:
+    """The expression written just before the "=" at offset `equals` of `text` (the rules of the module docstring):
+    its text and value (None: a division by zero), or None where no expression with an operator is there."""
+    start = equals
+    while start > 0 and text[start - 1] in _RUN_CHARS:
+        start -= 1
+    run = text[start:equals]
+    if run.startswith("-") and start > 0 and text[start - 1].isalnum():
+        run = " " + run[1:]  # a hyphen glued to a word, not a sign
+    return _expression(run)
+
+
+def value_before_equals(text: str) -> Fraction | None:
+    """The exact value of the expression `text` ends with, followed by ``=`` (spaces and a currency sign after it
+    allowed: ``"... 48 + 24 = $"``), or None: no such expression (``"x ="``, ``"Answer ="``, a plain ``"5 ="``), a
+    division by zero, or text after the "=" already."""
+    match = _OPEN_EQUALS.search(text)
+    if match is None:
+        return None
+    parsed = _before(text, match.start())
+    return None if parsed is None else parsed[1]
+
+
 def equations_in(text: str) -> list[Equation]:
     """Every ``expression = number`` written in `text`, in order (see the module docstring for the rules)."""
     found = []
@@ -182,13 +209,7 @@ def equations_in(text: str) -> list[Equation]:
         after = _WRITTEN.match(text, match.end())
         if after is None:
             continue
-        start = match.start()
-        while start > 0 and text[start - 1] in _RUN_CHARS:
-            start -= 1
-        run = text[start : match.start()]
-        if run.startswith("-") and start > 0 and text[start - 1].isalnum():
-            run = " " + run[1:]  # a hyphen glued to a word, not a sign
-        parsed = _expression(run)
+        parsed = _before(text, match.start())
         if parsed is None:
             continue
         expression, value = parsed

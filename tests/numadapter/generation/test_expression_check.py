@@ -1,0 +1,157 @@
+"""Generation's expression check (``fone_expression_check``): after "expression =" the number written is the
+expression's value, through the head where it forms it, else in the LM's digits; never a head number that differs."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+import torch
+from helpers.adapter_cases import Store
+from helpers.answers_cases import SUMS_ONLY
+from helpers.generation_cases import copy_latest_number, num_first, number_writer
+
+from numadapter.config import NumberAdapterConfig
+from numadapter.evaluation import equations_in
+from numadapter.expressions import value_before_equals
+from numadapter.generation import generate
+from numadapter.generation.digit_numbers import DigitNumbers
+from numadapter.generation.expression_check import check_expressions, checks_expressions
+from numadapter.generation.readout import NumberReader
+from numadapter.numbers import ExactNumber
+
+PROMPTS = ["What is 7 + 8 =", "Then 9 - 4 =", "What is 7 * 8 ="]
+NUM = 99  # the [NUM] id of a fake vocabulary whose other ids are one character each
+
+
+@pytest.mark.parametrize(
+    "text,value",
+    [
+        ("48 + 24 =", 72), ("so 48 + 24 = $", 72), ("1/2 * 50 =", 25), ("25% * $80 = ", 20), ("7 x 8 =", 56),
+        ("(3 + 4) * 2 =", 14), ("10 / 4 =", Fraction(5, 2)), ("x =", None), ("Answer =", None), ("5 =", None),
+        ("48 + 24 = 72", None), ("10 / 0 =", None), ("a == 3 + 4", None), ("3 + 4 =>", None),
+    ],
+)  # fmt: skip
+def test_the_value_of_the_expression_a_text_ends_with(text, value):
+    assert value_before_equals(text) == value
+
+
+def _row(span, surface: str, after: str = ""):
+    """`NumberTokenizer._context_row` for int_digits=4, frac_digits=1: None beyond the range."""
+    if not span.exact.fits(4, 1):
+        return None
+    return tuple(span.exact.place_digits(4, 1)), span.exact.sign, span.exact.to_float()
+
+
+def _reader(prompt: str, written: str, products: bool) -> NumberReader:
+    """A reader (no head: the check reads only the text and the context) that has followed `prompt` and the
+    characters of `written`, a [NUM] written as '#' (the head's number 24 there)."""
+    config = NumberAdapterConfig(
+        encoding="fone", fone_numbers="answers", int_digits=4, frac_digits=1, fone_context_products=products
+    )
+    reader = NumberReader(config, None)
+    digit_numbers = DigitNumbers(1, lambda ids: "".join(map(chr, ids)), _row, True, NUM, [list(map(ord, prompt))])
+    empty = {"num_mask": torch.zeros(1, 1, dtype=torch.long), "num_digits": torch.zeros(1, 1, 5, dtype=torch.long)}
+    reader.begin(empty, digit_numbers)
+    for char in written:
+        token = NUM if char == "#" else ord(char)
+        reader.observe([token], [0])
+        if token == NUM:
+            digits = torch.tensor([ExactNumber.parse(24).place_digits(4, 1)])
+            reader.memory.push([0], digits, torch.ones(1, dtype=torch.long))
+            digit_numbers.wrote({0: "24"})
+    return reader
+
+
+@pytest.mark.parametrize("token", [NUM, ord("5"), ord(" ")])
+def test_a_formable_expression_is_the_heads_whatever_the_lm_starts(token):
+    """A [NUM], or a digit starting a number (taken over), after "48 + # =" (# the head's 24) is 72 from the head;
+    a token that starts no number leaves the step alone."""
+    reader = _reader("Q: a sum.", "so 48 + # = ", products=False)
+    assert reader.digit_numbers.text_so_far(0) == "Q: a sum.so 48 + 24 = "
+    check = check_expressions(reader, [token], [0], NUM)
+    if token == ord(" "):
+        assert not check.values and not check.in_digits
+    else:
+        assert check.values == {0: ExactNumber.parse(72)} and not check.in_digits
+
+
+def test_an_expression_the_head_does_not_form_is_left_to_the_lms_digits():
+    """Without products the head forms no 7 x 8: a [NUM] there is written in digits; a digit the LM starts stays."""
+    reader = _reader("", "7 x 8 = ", products=False)
+    assert check_expressions(reader, [NUM], [0], NUM).in_digits == [0]
+    assert not check_expressions(reader, [ord("5")], [0], NUM).values
+    with_products = _reader("", "7 x 8 = ", products=True)
+    assert check_expressions(with_products, [NUM], [0], NUM).values == {0: ExactNumber.parse(56)}
+    # a quotient that does not end within frac_digits=1, a negative result, three factors: never the head's
+    for written in ("10 / 3 = ", "3 - 8 = ", "2 x 3 x 4 = "):
+        assert check_expressions(_reader("", written, products=True), [NUM], [0], NUM).in_digits == [0], written
+
+
+def test_the_expression_may_start_in_the_prompt():
+    reader = _reader("What is 7 + 8 =", "", products=False)
+    for char in "What is 7 + 8 =":  # the prompt's numbers are context (the loop reads them from the prompt batch)
+        if char.isdigit():
+            digits = torch.tensor([ExactNumber.parse(int(char)).place_digits(4, 1)])
+            reader.memory.push([0], digits, torch.ones(1, dtype=torch.long))
+    assert check_expressions(reader, [NUM], [0], NUM).values == {0: ExactNumber.parse(15)}
+
+
+@pytest.fixture(scope="module")
+def copier(tmp_path_factory):
+    """A random llama whose context head writes the latest number before it (so it writes 8 for "7 + 8 =")."""
+    store = Store(str(tmp_path_factory.mktemp("expressions")))
+    model, ntok = number_writer(store, copy_latest_number, False, **{**SUMS_ONLY, "fone_expression_check": True})
+    num_first(model, ntok, PROMPTS)  # [NUM] right after each prompt's "="
+    return model, ntok
+
+
+def _first_head_number(out, row: int):
+    return next((n for n, c in zip(out.numbers[row], out.confidences[row]) if c is not None), None)
+
+
+def test_generation_writes_the_expressions_value_not_the_heads_choice(copier):
+    """Through `generate`: the copier's head would write the prompt's latest number (8) after "7 + 8 ="; with the
+    check the [NUM] holds 15, every equation of the text is right, and the check off gives the copy back."""
+    model, ntok = copier
+    prompts = PROMPTS[:2]
+    config = model.peft_config["default"]
+    assert config.fone_expression_check
+    out = generate(model, ntok, prompts, max_new_tokens=4, return_dict=True)
+    first = [_first_head_number(out, row) for row in range(2)]
+    assert [n and float(n.to_float()) for n in first] == [15.0, 5.0], out.completions
+    for prompt, completion in zip(prompts, out.completions):
+        assert all(e.right for e in equations_in(prompt + completion)), completion
+    config.fone_expression_check = ntok.config.fone_expression_check = False
+    try:
+        off = generate(model, ntok, prompts, max_new_tokens=4, return_dict=True)
+    finally:
+        config.fone_expression_check = ntok.config.fone_expression_check = True
+    assert off.token_ids[0][0] == ntok.num_token_id and float(_first_head_number(off, 0).to_float()) == 8.0
+
+
+def test_generation_writes_an_unformable_expression_in_digits(copier):
+    """The copier forms no product (products off): after "7 * 8 =" the LM's [NUM] is written in digits, where the
+    check off lets the head write its copy (8)."""
+    model, ntok = copier
+    out = generate(model, ntok, ["What is 7 * 8 ="], max_new_tokens=3, return_dict=True)
+    first = out.token_ids[0][0]
+    assert first != ntok.num_token_id and ntok.tokenizer.decode([first]).strip().isdigit(), out.completions
+    config = model.peft_config["default"]
+    config.fone_expression_check = ntok.config.fone_expression_check = False
+    try:
+        off = generate(model, ntok, ["What is 7 * 8 ="], max_new_tokens=3, return_dict=True)
+    finally:
+        config.fone_expression_check = ntok.config.fone_expression_check = True
+    assert off.token_ids[0][0] == ntok.num_token_id and float(_first_head_number(off, 0).to_float()) == 8.0
+
+
+def test_a_head_the_trainer_left_out_writes_no_expression_either():
+    """fone_head_in_use=False (the trainer chose LoRA on digits): the check writes no [NUM]: every number is the
+    LM's."""
+    reader = _reader("", "7 + 8 = ", products=False)
+    assert check_expressions(reader, [NUM], [0], NUM).values
+    reader.config.fone_head_in_use = False
+    assert not checks_expressions(reader)
+    reader.config.fone_head_in_use, reader.config.fone_expression_check = True, False
+    assert not checks_expressions(reader)
