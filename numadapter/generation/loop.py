@@ -389,7 +389,8 @@ def choose_step(
         answers = reader.digit_numbers is not None  # fone_numbers="answers": the head forms no number there
         if answers:
             unchecked = [r for r in rows if r not in check.values]
-            left = sorted(reader.unformed(prediction, unchecked, step.logits) + check.in_digits)
+            unformed = reader.unformed(prediction, unchecked, step.logits) if unchecked else []
+            left = sorted(unformed + check.in_digits)
         else:  # (xVal's head over the numbers before it: none to weigh)
             left = reader.without_context(rows)
         if left:

@@ -165,7 +165,7 @@ class NumberReader:
         written = terms > 0
         if not getattr(self.config, "fone_head_copies", True) and prediction.combination is not None:
             copies = torch.zeros_like(written)
-            copies[rows] = torch.tensor(self._copies_text(prediction, rows), device=written.device)
+            copies[rows] = torch.tensor(self._copies_text(prediction, rows), dtype=torch.bool, device=written.device)
             written &= ~copies
         least = float(getattr(self.config, "fone_head_min_confidence", 0.0) or 0.0)
         if least > 0 and prediction.confidence is not None:

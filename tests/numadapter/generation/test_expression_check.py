@@ -155,3 +155,18 @@ def test_a_head_the_trainer_left_out_writes_no_expression_either():
     assert not checks_expressions(reader)
     reader.config.fone_head_in_use, reader.config.fone_expression_check = True, False
     assert not checks_expressions(reader)
+
+
+def test_every_num_of_a_step_checked_with_copies_left_to_the_lm(copier):
+    """fone_head_copies=False (the default) and a step whose every [NUM] the check wrote: the remaining gates run on
+    no row (they failed on an empty row list, a float tensor put into a bool mask)."""
+    model, ntok = copier
+    configs = (model.peft_config["default"], ntok.config)
+    for config in configs:
+        config.fone_head_copies = False
+    try:
+        out = generate(model, ntok, PROMPTS[:1], max_new_tokens=2, return_dict=True)
+    finally:
+        for config in configs:
+            config.fone_head_copies = True
+    assert float(_first_head_number(out, 0).to_float()) == 15.0, out.completions
