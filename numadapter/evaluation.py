@@ -7,7 +7,7 @@
 - `generate_answers`: greedy completions of many prompts with `numadapter.generate`, in batches.
 - `facts_kept`: how many facts a base knew (`numadapter.data.known_facts`) a trained adapter still answers.
 - `equations_in`, `equation_score`, `Equation`: the ``expression = number`` equations a worked solution writes and
-  whether each is right, exactly (`numadapter.expressions`).
+  whether each is right, exactly (`numadapter.tokenization.expressions`).
 
 Used by the trainers' evaluation, ``numadapter eval`` (`numadapter.app.commands`) and the quick start. torch and the
 generation code are imported only inside `generate_answers`.
@@ -17,13 +17,25 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from numadapter.expressions import Equation, equation_score, equations_in
+if TYPE_CHECKING:  # imported on first use (`__getattr__`)
+    from numadapter.tokenization.expressions import Equation, equation_score, equations_in
 
 __all__ = [
     "AnswerMetrics", "Equation", "answer_metrics", "equation_score", "equations_in", "generate_answers", "last_number",
 ]  # fmt: skip
+# the equation checker's names, re-exported from numadapter.tokenization.expressions on first use (`__getattr__`)
+_EQUATION_NAMES = ("Equation", "equation_score", "equations_in")
+
+
+def __getattr__(name: str) -> Any:
+    """PEP 562: the equation checker's names, imported when first asked for (its package imports transformers)."""
+    if name in _EQUATION_NAMES:
+        from numadapter.tokenization import expressions
+
+        return getattr(expressions, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def last_number(text: str) -> Decimal | None:

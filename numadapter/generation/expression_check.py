@@ -6,7 +6,8 @@ context head writes an equation's result as the likeliest combination of the num
 combination can be another one than the expression the text just wrote (``$12 + $8 = $4``, docs/results.md). Here the
 text decides instead: where the text so far (the prompt's end and the model's own words, each [NUM] as the number the
 head wrote there, `numadapter.generation.digit_numbers.DigitNumbers.text_so_far`) ends in an expression and "="
-(`numadapter.expressions.value_before_equals`), and the step's token is a [NUM] or starts a number in digits:
+(`numadapter.tokenization.expressions.value_before_equals`), and the step's token is a [NUM] or starts a number in
+digits:
 
 - where the head forms the expression's value from the numbers before it (its head mode's `forms`, the same test
   that made such results [NUM] in training: a signed sum of the last K numbers, a product or exact quotient of two),
@@ -25,12 +26,12 @@ from fractions import Fraction
 
 import torch
 
-from numadapter.expressions import value_before_equals
 from numadapter.methods.base import Prediction
 from numadapter.methods.context import fixed_point_values
 from numadapter.methods.fone.answer_mode import head_left_out
 from numadapter.methods.fone.modes import get_head_mode
 from numadapter.numbers import ExactNumber
+from numadapter.tokenization.expressions import value_before_equals
 
 __all__ = ["ExpressionCheck", "check_expressions", "checks_expressions", "with_values"]
 

@@ -24,8 +24,8 @@ KNOWN_CYCLES: list[list[str]] = []
 # the generation mixin it calls). docs/DESIGN.md, "Conventions", says the same in words.
 LAYERS: list[list[str]] = [
     # plain numbers and files, checkpoints, the integrations with other libraries (PEFT's type name among them)
-    ["numadapter.numbers", "numadapter.expressions", "numadapter.schema", "numadapter.json_file",
-     "numadapter.checkpoints", "numadapter.integrations"],
+    ["numadapter.numbers", "numadapter.schema", "numadapter.json_file", "numadapter.checkpoints",
+     "numadapter.integrations"],
     ["numadapter.ntl", "numadapter.methods"],  # the losses and the number methods (encodings, modules, heads)
     ["numadapter.config"],
     ["numadapter.data"],  # data checks, preparation, what the head forms in a data set

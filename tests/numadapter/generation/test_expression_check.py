@@ -3,8 +3,6 @@ expression's value, through the head where it forms it, else in the LM's digits;
 
 from __future__ import annotations
 
-from fractions import Fraction
-
 import pytest
 import torch
 from helpers.adapter_cases import Store
@@ -13,7 +11,6 @@ from helpers.generation_cases import copy_latest_number, num_first, number_write
 
 from numadapter.config import NumberAdapterConfig
 from numadapter.evaluation import equations_in
-from numadapter.expressions import value_before_equals
 from numadapter.generation import generate
 from numadapter.generation.digit_numbers import DigitNumbers
 from numadapter.generation.expression_check import check_expressions, checks_expressions
@@ -22,18 +19,6 @@ from numadapter.numbers import ExactNumber
 
 PROMPTS = ["What is 7 + 8 =", "Then 9 - 4 =", "What is 7 * 8 ="]
 NUM = 99  # the [NUM] id of a fake vocabulary whose other ids are one character each
-
-
-@pytest.mark.parametrize(
-    "text,value",
-    [
-        ("48 + 24 =", 72), ("so 48 + 24 = $", 72), ("1/2 * 50 =", 25), ("25% * $80 = ", 20), ("7 x 8 =", 56),
-        ("(3 + 4) * 2 =", 14), ("10 / 4 =", Fraction(5, 2)), ("x =", None), ("Answer =", None), ("5 =", None),
-        ("48 + 24 = 72", None), ("10 / 0 =", None), ("a == 3 + 4", None), ("3 + 4 =>", None),
-    ],
-)  # fmt: skip
-def test_the_value_of_the_expression_a_text_ends_with(text, value):
-    assert value_before_equals(text) == value
 
 
 def _row(span, surface: str, after: str = ""):
