@@ -214,4 +214,10 @@ def digit_numbers_for(
     def decode(ids: list[int]) -> str:
         return tokenizer.decode(ids, number_texts=[], skip_special_tokens=True)
 
-    return DigitNumbers(rows, decode, tokenizer._context_row, config.sign_policy == "text", num_token_id, prompts)
+    def single(text: str) -> int | None:  # the one token id of `text` in the base tokenizer, if it is one token
+        ids = getattr(tokenizer, "tokenizer", tokenizer).encode(text, add_special_tokens=False)
+        return ids[0] if len(ids) == 1 else None
+
+    text_sign = config.sign_policy == "text"
+    minus = (single("-"), single(" -")) if text_sign else (None, None)
+    return DigitNumbers(rows, decode, tokenizer._context_row, text_sign, num_token_id, prompts, minus)

@@ -46,6 +46,8 @@ class DigitNumbers:
         num_token_id: the [NUM] id (its tokens are the head's numbers, recorded by the loop already).
         prompts: the prompt ids of each row, or None: only `text_so_far` reads them (an expression may start in the
             prompt: ``"12 + 7 ="``).
+        minus_ids: the token ids of ``"-"`` and ``" -"`` (None where the tokenizer has no such single token), for
+            the expression check's minus sign (`minus_id`).
     """
 
     def __init__(
@@ -56,12 +58,14 @@ class DigitNumbers:
         text_sign: bool,
         num_token_id: int,
         prompts: Sequence[Sequence[int]] | None = None,
+        minus_ids: tuple[int | None, int | None] = (None, None),
     ) -> None:
         self.decode = decode
         self.number_row = number_row
         self.text_sign = text_sign
         self.num_token_id = num_token_id
         self.prompts = [list(ids) for ids in prompts] if prompts is not None else [[] for _ in range(rows)]
+        self.minus_ids = minus_ids
         self.prompt_texts: dict[int, str] = {}  # row -> the end of its prompt's text (decoded once, when first read)
         self.head_texts: list[list[str]] = [[] for _ in range(rows)]  # per row, the text of each [NUM] it wrote
         self.ids: list[list[int]] = [[] for _ in range(rows)]
@@ -94,6 +98,12 @@ class DigitNumbers:
         if row not in self.prompt_texts:
             self.prompt_texts[row] = self.decode(self.prompts[row])[-PROMPT_TAIL:] if self.prompts[row] else ""
         return self.prompt_texts[row] + self._text(self.ids[row], self.head_texts[row])
+
+    def minus_id(self, text: str) -> int | None:
+        """The token that writes a minus sign after `text`: ``"-"`` after a space or a currency sign, else ``" -"``
+        (as the tokenizer splits ``"= -8"``); None where the tokenizer has no such token."""
+        glued = text[-1:].isspace() or text[-1:] in "$€£"
+        return self.minus_ids[0] if glued else self.minus_ids[1]
 
     def starts_number(self, row: int, token: int) -> bool:
         """Whether `token` would start a new number in digits on `row`: its text begins with a digit (after spaces)

@@ -6,20 +6,28 @@ context head writes an equation's result as the likeliest combination of the num
 combination can be another one than the expression the text just wrote (``$12 + $8 = $4``, docs/results.md). Here the
 text decides instead: where the text so far (the prompt's end and the model's own words, each [NUM] as the number the
 head wrote there, `numadapter.generation.digit_numbers.DigitNumbers.text_so_far`) ends in an expression and "="
-(`numadapter.tokenization.expressions.value_before_equals`), and the step's token is a [NUM] or starts a number in
-digits:
+(`numadapter.tokenization.expressions.open_expression`), and the step's token is a [NUM] or starts a number in
+digits, the head writes the expression's value as a [NUM] where it forms it from the numbers before it:
 
-- where the head forms the expression's value from the numbers before it (its head mode's `forms`, the same test
-  that made such results [NUM] in training: a signed sum of the last K numbers, a product or exact quotient of two),
-  the head writes that value, as a [NUM] (its combination is the one the expression names);
-- where it does not (a product of three numbers, a quotient that does not terminate, a negative result), a [NUM] is
-  written in the LM's digits instead: the head's number could only be another value than the expression's.
+- its head mode `forms` the value (the same test that made such results [NUM] in training: a signed sum of the last K
+  numbers, a product or exact quotient of two), or
+- the expression is a chain of the head's operations on them: every number it is made of is one of the numbers
+  before it, and it only adds and subtracts, or also multiplies and divides where the head forms products
+  (``fone_context_products``): ``11 * 60 * 60`` is two of the head's products in a row.
 
-The value is exact (`fractions.Fraction`, never a float), so every equation the head writes this way is right.
+The value the head writes is exact (`fractions.Fraction`, never a float) and has at most ``frac_digits`` decimals:
+one with more (``$13 / 8``, ``10 / 3``) is written rounded half-up at ``frac_digits``, as a text writes it
+(``1.63``); a sum of shares (``3.7% + 2.5% =``) is written as a share (``6.2``, the text's ``%`` follows). A
+negative value with ``sign_policy="text"`` is written as the text writes it: the check writes the minus sign first
+(the step's token becomes "-"), then the magnitude at the next [NUM] (``12 - 20 = -8``); with
+``sign_policy="feature"`` the [NUM] carries the sign. Where the head does not form the value (a number of the
+expression that is not in its context, a product where the head forms none, past ``int_digits``), a [NUM] is
+written in the LM's digits instead: the head's number could only be another value than the expression's.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from fractions import Fraction
@@ -29,9 +37,10 @@ import torch
 from numadapter.methods.base import Prediction
 from numadapter.methods.context import fixed_point_values
 from numadapter.methods.fone.answer_mode import head_left_out
+from numadapter.methods.fone.context_settings import products_for_head
 from numadapter.methods.fone.modes import get_head_mode
 from numadapter.numbers import ExactNumber
-from numadapter.tokenization.expressions import value_before_equals
+from numadapter.tokenization.expressions import OpenExpression, open_expression
 
 __all__ = ["ExpressionCheck", "check_expressions", "checks_expressions", "with_values"]
 
@@ -43,10 +52,13 @@ class ExpressionCheck:
     Attributes:
         values: row -> the expression's value, on the rows where the head writes it (their token becomes [NUM]).
         in_digits: the rows whose [NUM] the LM writes in digits instead (the head does not form the value).
+        minus: row -> the minus sign's token id, on the rows where the check writes a negative value's sign first
+            (``sign_policy="text"``; their token becomes that one).
     """
 
     values: dict[int, ExactNumber] = field(default_factory=dict)
     in_digits: list[int] = field(default_factory=list)
+    minus: dict[int, int] = field(default_factory=dict)
 
 
 def checks_expressions(reader: object) -> bool:
@@ -60,20 +72,44 @@ def checks_expressions(reader: object) -> bool:
     return bool(getattr(config, "fone_expression_check", True))
 
 
-def head_value(reader: object, row: int, value: Fraction) -> ExactNumber | None:
-    """`value` as the number the head writes on `row`, or None where the head does not form it: negative, not exact
-    at ``frac_digits`` places, more than ``int_digits`` integer places, or no combination of the row's context
-    numbers (``reader.memory``, most recent first) gives it."""
+def _chain(context: list[int], expression: OpenExpression, config: object) -> bool:
+    """Whether `expression` is a chain of the head's operations on the `context` values (fixed-point ints): each of
+    its numbers is one of them, and its operations are sums and differences, or products and quotients too where the
+    head forms products."""
+    scale = 10**config.frac_digits
+    held = {abs(value) for value in context}
+    for number in expression.numbers:
+        scaled = number * scale
+        if scaled.denominator != 1 or int(scaled) not in held:
+            return False
+    operations = {"+", "-"} | ({"*", "/"} if products_for_head(config, True) else set())
+    return expression.operations <= operations
+
+
+def head_value(reader: object, row: int, expression: OpenExpression) -> ExactNumber | None:
+    """The number the head writes on `row` for `expression` (its `OpenExpression.target`, rounded half-up at
+    ``frac_digits`` decimals), or None where the head does not form it: past ``int_digits`` integer places, a minus
+    written before a positive value, or neither its head mode's `forms` nor `_chain` over the row's context numbers
+    (``reader.memory``, most recent first) gives it (see the module docstring). A negative value keeps its sign."""
     config = reader.config
-    scaled = value * 10**config.frac_digits
-    if value < 0 or scaled.denominator != 1 or value >= 10**config.int_digits:
+    target = expression.target
+    if expression.minus and target < 0:
+        return None
+    scaled = abs(target) * 10**config.frac_digits
+    places = math.floor(scaled + Fraction(1, 2))  # half-up on the magnitude; exact where it terminates
+    if places >= 10 ** (config.int_digits + config.frac_digits):
         return None
     numbers = reader.memory.numbers
     values = fixed_point_values(numbers.digits[row], numbers.sign[row]).tolist()  # (K,)
     context = [v for v, valid in zip(values, numbers.valid[row].tolist()) if valid]
-    if not context or not get_head_mode(config).forms(context, int(scaled), config):
+    mode = get_head_mode(config)
+    if not context or not mode.reads_context:
         return None
-    return ExactNumber.parse(Decimal(int(scaled)).scaleb(-config.frac_digits))
+    formed = scaled.denominator == 1 and mode.forms(context, places, config)
+    if not (formed or _chain(context, expression, config)):
+        return None
+    magnitude = Decimal(places).scaleb(-config.frac_digits)
+    return ExactNumber.parse(-magnitude if target < 0 else magnitude)
 
 
 def check_expressions(reader: object, tokens: list[int], active: list[int], num_id: int) -> ExpressionCheck:
@@ -86,10 +122,17 @@ def check_expressions(reader: object, tokens: list[int], active: list[int], num_
         token = tokens[row]
         if token != num_id and not digit_numbers.starts_number(row, token):
             continue
-        value = value_before_equals(digit_numbers.text_so_far(row))
-        if value is None:
+        text = digit_numbers.text_so_far(row)
+        expression = open_expression(text)
+        if expression is None:
             continue
-        number = head_value(reader, row, value)
+        number = head_value(reader, row, expression)
+        if number is not None and number.sign < 0 and digit_numbers.text_sign:
+            minus = digit_numbers.minus_id(text)
+            if minus is not None:
+                check.minus[row] = minus
+                continue
+            number = None
         if number is not None:
             check.values[row] = number
         elif token == num_id:
@@ -101,7 +144,7 @@ def with_values(
     prediction: Prediction, values: dict[int, ExactNumber], int_digits: int, frac_digits: int
 ) -> Prediction:
     """`prediction` with the head's number on each row of `values` replaced by that value: its place digits
-    (``digits [B, P]``), sign +1, value, and (where the prediction has it) its exact combination row
+    (``digits [B, P]`` of its magnitude), sign, value, and (where the prediction has it) its exact combination row
     ``combined [B, 2 + P]`` as one number's, which needs no unwrapping (`numadapter.methods.fone.wrapping`)."""
     if not values:
         return prediction
@@ -111,7 +154,8 @@ def with_values(
     places = torch.tensor([values[r].place_digits(int_digits, frac_digits) for r in rows], dtype=torch.long,
                           device=device)  # fmt: skip
     digits = prediction.digits.index_copy(0, index, places)
-    sign = prediction.sign.index_fill(0, index, 1)
+    signs = torch.tensor([values[r].sign for r in rows], dtype=prediction.sign.dtype, device=device)
+    sign = prediction.sign.index_copy(0, index, signs)
     exact = torch.tensor([values[r].to_float() for r in rows], dtype=prediction.values.dtype, device=device)
     combined = prediction.combined
     if combined is not None:

@@ -381,6 +381,9 @@ def choose_step(
         check = check_expressions(reader, tokens, active, num_id)
         if check.values:
             chosen, tokens = _with_rows(chosen, list(check.values), torch.full_like(chosen, num_id))
+        if check.minus:  # a negative value's sign first (sign_policy="text"), its magnitude at the next [NUM]
+            minus = torch.tensor([check.minus.get(row, 0) for row in range(len(tokens))], device=chosen.device)
+            chosen, tokens = _with_rows(chosen, list(check.minus), minus)
     if reader is not None:  # numbers the model wrote in digits join the context (fone_numbers="answers")
         reader.observe(tokens, active)
     rows = [r for r in active if tokens[r] == num_id] if num_id is not None else []

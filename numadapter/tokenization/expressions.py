@@ -6,7 +6,8 @@ grade-school solutions write them (``$1,234.50``, ``30%``, ``3 x 4``, ``1/2 * 50
 and compares it with the number written after ``=``; `equation_score` sums that over many texts (public through
 `numadapter.evaluation`; the suite records it for families of worked solutions). `value_before_equals` reads a text
 that ends in ``expression =`` (a decode loop's text so far), for generation's expression check
-(`numadapter.generation.expression_check`).
+(`numadapter.generation.expression_check`); `open_expression` gives what that check needs besides the value (the
+numbers and operations the expression is made of, a minus written after the "=", a sum of shares).
 
 Rules:
 
@@ -33,7 +34,7 @@ from decimal import Context, Decimal
 from fractions import Fraction
 from typing import NamedTuple
 
-__all__ = ["Equation", "equation_score", "equations_in", "value_before_equals"]
+__all__ = ["Equation", "OpenExpression", "equation_score", "equations_in", "open_expression", "value_before_equals"]
 
 CURRENCY = "$€£"
 _NUMBER = r"(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?"
@@ -43,8 +44,9 @@ _RUN_CHARS = frozenset(f"0123456789.,{CURRENCY}%+-*/x×÷() \t")  # what the run
 _WRITTEN = re.compile(rf"[ \t]*(?P<sign>-?)[{CURRENCY}]?(?P<number>{_NUMBER})(?P<percent>%?)")
 _OPERATORS = {"+": "+", "-": "-", "*": "*", "x": "*", "×": "*", "/": "/", "÷": "/"}
 _PLACES = Context(prec=60)  # a non-terminating quotient as a Decimal: 60 significant digits
-# an "=" (not part of "==", "<=", ">=", "!=") and what may follow it before its result: spaces and a currency sign
-_OPEN_EQUALS = re.compile(rf"(?<![=<>!])=[ \t]*[{CURRENCY}]?[ \t]*$")
+# an "=" (not part of "==", "<=", ">=", "!=") and what may follow it before its result: spaces, a currency sign and a
+# minus sign (``= -``, ``= $-``: the result's sign written already)
+_OPEN_EQUALS = re.compile(rf"(?<![=<>!])=[ \t]*[{CURRENCY}]?[ \t]*(?P<minus>-?)[ \t]*[{CURRENCY}]?[ \t]*$")
 
 
 class Equation(NamedTuple):
@@ -64,6 +66,33 @@ class Equation(NamedTuple):
     right: bool
 
 
+class OpenExpression(NamedTuple):
+    """The expression a text ends with, followed by ``=`` (`open_expression`): what the number written next is.
+
+    Attributes:
+        value: the expression's exact value.
+        numbers: the magnitude of each number it is made of, as written (``30%`` -> 30, ``$1,234.50`` -> 1234.5).
+        operations: the operations it uses, of ``+ - * /`` (``x``, ``×`` and ``÷`` as ``*`` and ``/``; a unary minus
+            as ``-``).
+        minus: the text writes a minus sign after the ``=`` already (``12 - 20 = -``).
+        percent: every number is a share written with ``%`` and the expression only adds and subtracts them
+            (``3.7% + 2.5% =``): the result is written as a share too (``6.2%``).
+    """
+
+    value: Fraction
+    numbers: tuple[Fraction, ...]
+    operations: frozenset[str]
+    minus: bool
+    percent: bool
+
+    @property
+    def target(self) -> Fraction:
+        """The number to write next, as the text shows it: the value (in percent for a sum of shares), negated
+        where the minus sign is written already (then a negative target means the written sign is wrong)."""
+        shown = self.value * 100 if self.percent else self.value
+        return -shown if self.minus else shown
+
+
 class _Unreadable(ValueError):
     """The tokens are no arithmetic expression."""
 
@@ -78,10 +107,14 @@ def _number(token: str) -> Fraction:
 class _Parser:
     """Recursive descent over ``(kind, text)`` tokens: sums of products of (signed) numbers and brackets.
 
-    `whole` gives None after a division by zero (the expression is still read to its end)."""
+    `whole` gives None after a division by zero (the expression is still read to its end) and keeps its result as
+    `value`."""
 
     def __init__(self, tokens: list[tuple[str, str]]):
         self.tokens, self.at, self.binary, self.undefined = tokens, 0, 0, False
+        self.value: Fraction | None = None  # the result of `whole`
+        self.numbers: list[str] = []  # the number tokens read, in order
+        self.operations: set[str] = set()  # the operations applied, of "+ - * /"
 
     def peek(self) -> str | None:
         return self.tokens[self.at][1] if self.at < len(self.tokens) else None
@@ -96,7 +129,8 @@ class _Parser:
         value = self.sum()
         if self.at != len(self.tokens):
             raise _Unreadable(f"unexpected {self.peek()!r}")
-        return None if self.undefined else value
+        self.value = None if self.undefined else value
+        return self.value
 
     def sum(self) -> Fraction:
         value = self.product()
@@ -105,6 +139,7 @@ class _Parser:
             right = self.product()
             value = value + right if operator == "+" else value - right
             self.binary += 1
+            self.operations.add(operator)
         return value
 
     def product(self) -> Fraction:
@@ -113,6 +148,7 @@ class _Parser:
             operator = _OPERATORS[self.take()[1]]
             right = self.factor()
             self.binary += 1
+            self.operations.add(operator)
             if operator == "*":
                 value *= right
             elif right == 0:
@@ -124,8 +160,10 @@ class _Parser:
     def factor(self) -> Fraction:
         kind, text = self.take()
         if kind == "number":
+            self.numbers.append(text)
             return _number(text)
         if text == "-":
+            self.operations.add("-")
             return -self.factor()
         if text == "(":
             value = self.sum()
@@ -144,8 +182,9 @@ def _tokens(run: str) -> list[tuple[str, str, int]]:
     return found
 
 
-def _expression(run: str) -> tuple[str, Fraction | None] | None:
-    """The longest suffix of `run` that parses as an expression with a binary operator: its text and value."""
+def _expression(run: str) -> tuple[str, _Parser] | None:
+    """The longest suffix of `run` that parses as an expression with a binary operator: its text and its parser
+    (read to the end: ``parser.whole()`` is its value)."""
     tokens = _tokens(run)
     for first in range(len(tokens)):
         part = tokens[first:]
@@ -153,11 +192,11 @@ def _expression(run: str) -> tuple[str, Fraction | None] | None:
             continue
         parser = _Parser([(kind, text) for kind, text, _ in part])
         try:
-            value = parser.whole()
+            parser.whole()
         except _Unreadable:
             continue
         if parser.binary:
-            return run[part[0][2] :].strip(), value
+            return run[part[0][2] :].strip(), parser
         return None  # a longer suffix without an operator: shorter ones have none either
     return None
 
@@ -179,9 +218,10 @@ def _right(value: Fraction, written: Decimal) -> bool:
     return Fraction(rounded if scaled >= 0 else -rounded, 10**places) == Fraction(written)
 
 
-def _before(text: str, equals: int) -> tuple[str, Fraction | None] | None:
+def _before(text: str, equals: int) -> tuple[str, _Parser] | None:
     """The expression written just before the "=" at offset `equals` of `text` (the rules of the module docstring):
-    its text and value (None: a division by zero), or None where no expression with an operator is there."""
+    its text and its parser (``parser.whole()``: its value, None after a division by zero), or None where no
+    expression with an operator is there."""
     start = equals
     while start > 0 and text[start - 1] in _RUN_CHARS:
         start -= 1
@@ -191,15 +231,31 @@ def _before(text: str, equals: int) -> tuple[str, Fraction | None] | None:
     return _expression(run)
 
 
-def value_before_equals(text: str) -> Fraction | None:
-    """The exact value of the expression `text` ends with, followed by ``=`` (spaces and a currency sign after it
-    allowed: ``"... 48 + 24 = $"``), or None: no such expression (``"x ="``, ``"Answer ="``, a plain ``"5 ="``), a
-    division by zero, or text after the "=" already."""
+def open_expression(text: str) -> OpenExpression | None:
+    """The expression `text` ends with, followed by ``=`` (spaces, a currency sign and a minus sign after it allowed:
+    ``"... 48 + 24 = $"``, ``"12 - 20 = -"``), or None: no such expression (``"x ="``, ``"Answer ="``, a plain
+    ``"5 ="``), a division by zero, or other text after the "=" already."""
     match = _OPEN_EQUALS.search(text)
     if match is None:
         return None
     parsed = _before(text, match.start())
-    return None if parsed is None else parsed[1]
+    if parsed is None:
+        return None
+    parser = parsed[1]
+    value = parser.value
+    if value is None:
+        return None
+    shares = all(number.endswith("%") for number in parser.numbers) and parser.operations <= {"+", "-"}
+    numbers = tuple(_number(number.rstrip("%")) for number in parser.numbers)
+    minus = bool(match.group("minus"))
+    return OpenExpression(value, numbers, frozenset(parser.operations), minus, shares)
+
+
+def value_before_equals(text: str) -> Fraction | None:
+    """The exact value of the expression `text` ends with, followed by ``=`` (`open_expression`; None where there is
+    none)."""
+    found = open_expression(text)
+    return None if found is None else found.value
 
 
 def equations_in(text: str) -> list[Equation]:
@@ -212,7 +268,7 @@ def equations_in(text: str) -> list[Equation]:
         parsed = _before(text, match.start())
         if parsed is None:
             continue
-        expression, value = parsed
+        expression, value = parsed[0], parsed[1].value
         written = Decimal(after.group("number").replace(",", ""))
         if after.group("percent"):
             written = written.scaleb(-2)

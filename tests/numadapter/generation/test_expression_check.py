@@ -28,14 +28,21 @@ def _row(span, surface: str, after: str = ""):
     return tuple(span.exact.place_digits(4, 1)), span.exact.sign, span.exact.to_float()
 
 
-def _reader(prompt: str, written: str, products: bool) -> NumberReader:
+MINUS = (ord("-"), None)  # the fake vocabulary's "-" (it has no " -")
+
+
+def _reader(
+    prompt: str, written: str, products: bool, text_sign: bool = True, minus: tuple = (None, None)
+) -> NumberReader:
     """A reader (no head: the check reads only the text and the context) that has followed `prompt` and the
-    characters of `written`, a [NUM] written as '#' (the head's number 24 there)."""
+    characters of `written`, a [NUM] written as '#' (the head's number 24 there); `minus`: the "-" / " -" ids."""
     config = NumberAdapterConfig(
-        encoding="fone", fone_numbers="answers", int_digits=4, frac_digits=1, fone_context_products=products
-    )
+        encoding="fone", fone_numbers="answers", int_digits=4, frac_digits=1, fone_context_products=products,
+        sign_policy="text" if text_sign else "feature",
+    )  # fmt: skip
     reader = NumberReader(config, None)
-    digit_numbers = DigitNumbers(1, lambda ids: "".join(map(chr, ids)), _row, True, NUM, [list(map(ord, prompt))])
+    prompt_ids = [list(map(ord, prompt))]
+    digit_numbers = DigitNumbers(1, lambda ids: "".join(map(chr, ids)), _row, text_sign, NUM, prompt_ids, minus)
     empty = {"num_mask": torch.zeros(1, 1, dtype=torch.long), "num_digits": torch.zeros(1, 1, 5, dtype=torch.long)}
     reader.begin(empty, digit_numbers)
     for char in written:
@@ -68,9 +75,42 @@ def test_an_expression_the_head_does_not_form_is_left_to_the_lms_digits():
     assert not check_expressions(reader, [ord("5")], [0], NUM).values
     with_products = _reader("", "7 x 8 = ", products=True)
     assert check_expressions(with_products, [NUM], [0], NUM).values == {0: ExactNumber.parse(56)}
-    # a quotient that does not end within frac_digits=1, a negative result, three factors: never the head's
-    for written in ("10 / 3 = ", "3 - 8 = ", "2 x 3 x 4 = "):
-        assert check_expressions(_reader("", written, products=True), [NUM], [0], NUM).in_digits == [0], written
+    # products in a chain without products; past int_digits=4; a negative value with no minus token to write it;
+    # a minus the LM wrote before a positive value
+    for written, products in (("2 x 3 x 4 = ", False), ("9000 + 2000 = ", True), ("3 - 8 = ", True),
+                              ("8 - 3 = -", True)):  # fmt: skip
+        check = check_expressions(_reader("", written, products=products), [NUM], [0], NUM)
+        assert check.in_digits == [0] and not check.values and not check.minus, written
+
+
+@pytest.mark.parametrize(
+    ("written", "value"),
+    [
+        ("2 x 3 x 4 = ", "24"),  # two of the head's products in a row
+        ("12 + 3 - 5 x 2 = ", "5"),
+        ("10 / 3 = ", "3.3"),  # past frac_digits=1: rounded half-up, as a text writes it
+        ("7 / 4 = ", "1.8"),
+        ("13 / 8 = $", "1.6"),
+        ("3.7% + 2.5% = ", "6.2"),  # a sum of shares is written as a share (the text's "%" follows)
+        ("50% x 30 = ", "15"),
+    ],
+)
+def test_chains_rounded_quotients_and_shares_are_the_heads(written, value):
+    check = check_expressions(_reader("", written, products=True), [NUM], [0], NUM)
+    assert check.values == {0: ExactNumber.parse(value)} and not check.in_digits, written
+
+
+def test_a_negative_value_is_written_with_its_sign():
+    """sign_policy="text": the check writes the minus token first, then the magnitude after it; "feature": the
+    [NUM] carries the sign."""
+    check = check_expressions(_reader("", "3 - 8 = ", True, minus=MINUS), [NUM], [0], NUM)
+    assert check.minus == {0: ord("-")} and not check.values and not check.in_digits
+    check = check_expressions(_reader("", "3 - 8 = ", True, minus=MINUS), [ord("4")], [0], NUM)
+    assert check.minus == {0: ord("-")}  # a digit the LM starts too
+    after = check_expressions(_reader("", "3 - 8 = -", True, minus=MINUS), [NUM], [0], NUM)
+    assert after.values == {0: ExactNumber.parse(5)} and not after.minus
+    featured = check_expressions(_reader("", "3 - 8 = ", True, text_sign=False), [NUM], [0], NUM)
+    assert featured.values == {0: ExactNumber.parse(-5)} and not featured.minus
 
 
 def test_the_expression_may_start_in_the_prompt():
@@ -155,3 +195,21 @@ def test_every_num_of_a_step_checked_with_copies_left_to_the_lm(copier):
         for config in configs:
             config.fone_head_copies = True
     assert float(_first_head_number(out, 0).to_float()) == 15.0, out.completions
+
+
+@pytest.mark.parametrize("sign_policy", ["text", "feature"])
+def test_generation_writes_a_negative_value_with_its_sign(tmp_path, sign_policy):
+    """Through `generate`: after "3 - 8 =", sign_policy="text" writes " -" where the LM chose [NUM], then the head's
+    5 (the tokenizer's own split of "= -5"); "feature" writes one [NUM] of -5. Either way the equation is right."""
+    store = Store(str(tmp_path))
+    settings = {**SUMS_ONLY, "fone_expression_check": True, "sign_policy": sign_policy}
+    model, ntok = number_writer(store, copy_latest_number, False, **settings)
+    num_first(model, ntok, ["Then 3 - 8 =", "Then 3 - 8 = -"])
+    out = generate(model, ntok, ["Then 3 - 8 ="], max_new_tokens=2, return_dict=True)
+    if sign_policy == "text":
+        minus = ntok.tokenizer.encode(" -", add_special_tokens=False)
+        assert out.token_ids[0][:2] == [*minus, ntok.num_token_id], out.completions
+    else:
+        assert out.token_ids[0][0] == ntok.num_token_id, out.completions
+    assert out.completions[0].lstrip().startswith("-5"), out.completions
+    assert [e.right for e in equations_in("Then 3 - 8 =" + out.completions[0])] == [True], out.completions

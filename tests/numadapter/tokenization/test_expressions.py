@@ -10,7 +10,7 @@ from fractions import Fraction
 import pytest
 
 from numadapter.evaluation import equation_score, equations_in
-from numadapter.tokenization.expressions import value_before_equals
+from numadapter.tokenization.expressions import open_expression, value_before_equals
 
 RIGHT = ["48/2 = 24", "720 * 60 = 43,200", "1/2 * 50 = 25", "25% * $80 = $20", "$1,200 + $300 = $1,500",
          "10/3 = 3.33", "10/3 = 3.3", "3 * 12 * 5 = 180", "6 x 7 = 42", "(3 + 4) * 2 = 14", "3 - 10 = -7",
@@ -77,3 +77,17 @@ def test_equation_score_counts_written_right_and_per_text():
 )  # fmt: skip
 def test_the_value_of_the_expression_a_text_ends_with(text, value):
     assert value_before_equals(text) == value
+
+
+def test_open_expression_reads_numbers_operations_a_written_minus_and_shares():
+    found = open_expression("so 3 x $1,200.50 - 7 = -")
+    assert found.numbers == (Fraction(3), Fraction("1200.5"), Fraction(7)) and found.operations == {"*", "-"}
+    assert found.minus and found.value == Fraction("3594.5") and found.target == Fraction("-3594.5")
+    assert not found.percent
+    shares = open_expression("3.7% + 2.5% = ")
+    assert shares.percent and shares.value == Fraction("0.062") and shares.target == Fraction("6.2")
+    assert shares.numbers == (Fraction("3.7"), Fraction("2.5"))
+    assert not open_expression("25% x 80 = ").percent and open_expression("25% x 80 = ").target == 20
+    assert open_expression("-5 + 3 =").operations == {"+", "-"}  # the unary minus is a subtraction too
+    for text in ("x = -", "5 = -", "4 / 0 = ", "2 + 2 = -1"):
+        assert open_expression(text) is None, text
