@@ -74,13 +74,12 @@ def checks_expressions(reader: object) -> bool:
 
 def _chain(context: list[int], expression: OpenExpression, config: object) -> bool:
     """Whether `expression` is a chain of the head's operations on the `context` values (fixed-point ints): each of
-    its numbers is one of them, and its operations are sums and differences, or products and quotients too where the
-    head forms products."""
+    its numbers is one of them (a share as the tokenizer reads it: over 100 where that fits the places), and its
+    operations are sums and differences, or products and quotients too where the head forms products."""
     scale = 10**config.frac_digits
-    held = {abs(value) for value in context}
-    for number in expression.numbers:
-        scaled = number * scale
-        if scaled.denominator != 1 or int(scaled) not in held:
+    held = {Fraction(abs(value), scale) for value in context}
+    for number, written in zip(expression.numbers, expression.written):
+        if number not in held and written not in held:  # "30%": 0.3 where that fits the places, else 30
             return False
     operations = {"+", "-"} | ({"*", "/"} if products_for_head(config, True) else set())
     return expression.operations <= operations

@@ -71,7 +71,9 @@ class OpenExpression(NamedTuple):
 
     Attributes:
         value: the expression's exact value.
-        numbers: the magnitude of each number it is made of, as written (``30%`` -> 30, ``$1,234.50`` -> 1234.5).
+        numbers: the magnitude of each number it is made of, as the expression reads it (``30%`` -> 0.3,
+            ``$1,234.50`` -> 1234.5).
+        written: the same numbers as written (``30%`` -> 30).
         operations: the operations it uses, of ``+ - * /`` (``x``, ``×`` and ``÷`` as ``*`` and ``/``; a unary minus
             as ``-``).
         minus: the text writes a minus sign after the ``=`` already (``12 - 20 = -``).
@@ -81,6 +83,7 @@ class OpenExpression(NamedTuple):
 
     value: Fraction
     numbers: tuple[Fraction, ...]
+    written: tuple[Fraction, ...]
     operations: frozenset[str]
     minus: bool
     percent: bool
@@ -246,9 +249,10 @@ def open_expression(text: str) -> OpenExpression | None:
     if value is None:
         return None
     shares = all(number.endswith("%") for number in parser.numbers) and parser.operations <= {"+", "-"}
-    numbers = tuple(_number(number.rstrip("%")) for number in parser.numbers)
+    numbers = tuple(_number(number) for number in parser.numbers)
+    written = tuple(_number(number.rstrip("%")) for number in parser.numbers)
     minus = bool(match.group("minus"))
-    return OpenExpression(value, numbers, frozenset(parser.operations), minus, shares)
+    return OpenExpression(value, numbers, written, frozenset(parser.operations), minus, shares)
 
 
 def value_before_equals(text: str) -> Fraction | None:

@@ -22,10 +22,14 @@ NUM = 99  # the [NUM] id of a fake vocabulary whose other ids are one character 
 
 
 def _row(span, surface: str, after: str = ""):
-    """`NumberTokenizer._context_row` for int_digits=4, frac_digits=1: None beyond the range."""
-    if not span.exact.fits(4, 1):
+    """`NumberTokenizer._context_row` for int_digits=4, frac_digits=1: None beyond the range; a share written with
+    "%" over 100 where that fits."""
+    exact = span.exact
+    if after.startswith("%") and ExactNumber.parse(exact.to_decimal() / 100).fits(4, 1):
+        exact = ExactNumber.parse(exact.to_decimal() / 100)
+    if not exact.fits(4, 1):
         return None
-    return tuple(span.exact.place_digits(4, 1)), span.exact.sign, span.exact.to_float()
+    return tuple(exact.place_digits(4, 1)), exact.sign, exact.to_float()
 
 
 MINUS = (ord("-"), None)  # the fake vocabulary's "-" (it has no " -")
@@ -92,7 +96,8 @@ def test_an_expression_the_head_does_not_form_is_left_to_the_lms_digits():
         ("7 / 4 = ", "1.8"),
         ("13 / 8 = $", "1.6"),
         ("3.7% + 2.5% = ", "6.2"),  # a sum of shares is written as a share (the text's "%" follows)
-        ("50% x 30 = ", "15"),
+        ("50% x 30 = ", "15"),  # 50% is 0.5 in the context (over 100 where that fits the places)
+        ("20% x 7.5 + 1 = ", "2.5"),
     ],
 )
 def test_chains_rounded_quotients_and_shares_are_the_heads(written, value):

@@ -86,7 +86,8 @@ def test_open_expression_reads_numbers_operations_a_written_minus_and_shares():
     assert not found.percent
     shares = open_expression("3.7% + 2.5% = ")
     assert shares.percent and shares.value == Fraction("0.062") and shares.target == Fraction("6.2")
-    assert shares.numbers == (Fraction("3.7"), Fraction("2.5"))
+    assert shares.written == (Fraction("3.7"), Fraction("2.5"))
+    assert shares.numbers == (Fraction("0.037"), Fraction("0.025"))
     assert not open_expression("25% x 80 = ").percent and open_expression("25% x 80 = ").target == 20
     assert open_expression("-5 + 3 =").operations == {"+", "-"}  # the unary minus is a subtraction too
     for text in ("x = -", "5 = -", "4 / 0 = ", "2 + 2 = -1"):
