@@ -219,5 +219,6 @@ def digit_numbers_for(
         return ids[0] if len(ids) == 1 else None
 
     text_sign = config.sign_policy == "text"
-    minus = (single("-"), single(" -")) if text_sign else (None, None)
-    return DigitNumbers(rows, decode, tokenizer._context_row, text_sign, num_token_id, prompts, minus)
+    marks = {mark: single(mark) for mark in (("-", " -", "%") if text_sign else ("%",))}
+    marks = {mark: token for mark, token in marks.items() if token is not None}
+    return DigitNumbers(rows, decode, tokenizer._context_row, text_sign, num_token_id, prompts, marks)

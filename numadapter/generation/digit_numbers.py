@@ -46,8 +46,8 @@ class DigitNumbers:
         num_token_id: the [NUM] id (its tokens are the head's numbers, recorded by the loop already).
         prompts: the prompt ids of each row, or None: only `text_so_far` reads them (an expression may start in the
             prompt: ``"12 + 7 ="``).
-        minus_ids: the token ids of ``"-"`` and ``" -"`` (None where the tokenizer has no such single token), for
-            the expression check's minus sign (`minus_id`).
+        marks: the token ids of ``"-"``, ``" -"`` and ``"%"`` (a mark the tokenizer has as no single token left
+            out), which the expression check writes around a value (`minus_id`, `percent_id`).
     """
 
     def __init__(
@@ -58,14 +58,15 @@ class DigitNumbers:
         text_sign: bool,
         num_token_id: int,
         prompts: Sequence[Sequence[int]] | None = None,
-        minus_ids: tuple[int | None, int | None] = (None, None),
+        marks: dict[str, int] | None = None,
     ) -> None:
         self.decode = decode
         self.number_row = number_row
         self.text_sign = text_sign
         self.num_token_id = num_token_id
         self.prompts = [list(ids) for ids in prompts] if prompts is not None else [[] for _ in range(rows)]
-        self.minus_ids = minus_ids
+        self.marks = dict(marks or {})
+        self.then: dict[int, int] = {}  # row -> the token its next step writes (`write_next`)
         self.prompt_texts: dict[int, str] = {}  # row -> the end of its prompt's text (decoded once, when first read)
         self.head_texts: list[list[str]] = [[] for _ in range(rows)]  # per row, the text of each [NUM] it wrote
         self.ids: list[list[int]] = [[] for _ in range(rows)]
@@ -103,7 +104,20 @@ class DigitNumbers:
         """The token that writes a minus sign after `text`: ``"-"`` after a space or a currency sign, else ``" -"``
         (as the tokenizer splits ``"= -8"``); None where the tokenizer has no such token."""
         glued = text[-1:].isspace() or text[-1:] in "$€£"
-        return self.minus_ids[0] if glued else self.minus_ids[1]
+        return self.marks.get("-" if glued else " -")
+
+    @property
+    def percent_id(self) -> int | None:
+        """The token of ``"%"`` (None where the tokenizer has no such token)."""
+        return self.marks.get("%")
+
+    def write_next(self, row: int, token: int) -> None:
+        """Makes `row`'s next step write `token`, whatever the model chooses (`take_next`)."""
+        self.then[row] = token
+
+    def take_next(self, rows: Sequence[int]) -> dict[int, int]:
+        """The tokens `write_next` set for those of `rows` that have one (``{row: token}``), set no more."""
+        return {row: self.then.pop(row) for row in rows if row in self.then}
 
     def starts_number(self, row: int, token: int) -> bool:
         """Whether `token` would start a new number in digits on `row`: its text begins with a digit (after spaces)

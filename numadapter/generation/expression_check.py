@@ -15,14 +15,15 @@ digits, the head writes the expression's value as a [NUM] where it forms it from
   before it, and it only adds and subtracts, or also multiplies and divides where the head forms products
   (``fone_context_products``): ``11 * 60 * 60`` is two of the head's products in a row.
 
-The value the head writes is exact (`fractions.Fraction`, never a float) and has at most ``frac_digits`` decimals:
-one with more (``$13 / 8``, ``10 / 3``) is written rounded half-up at ``frac_digits``, as a text writes it
-(``1.63``); a sum of shares (``3.7% + 2.5% =``) is written as a share (``6.2``, the text's ``%`` follows). A
-negative value with ``sign_policy="text"`` is written as the text writes it: the check writes the minus sign first
-(the step's token becomes "-"), then the magnitude at the next [NUM] (``12 - 20 = -8``); with
-``sign_policy="feature"`` the [NUM] carries the sign. Where the head does not form the value (a number of the
-expression that is not in its context, a product where the head forms none, past ``int_digits``), a [NUM] is
-written in the LM's digits instead: the head's number could only be another value than the expression's.
+The value the head writes is exact (`fractions.Fraction`, never a float) and has at most ``frac_digits`` decimals: one
+with more (``$13 / 8``, ``10 / 3``) is written rounded half-up at ``frac_digits``, as a text writes it (``1.63``); a
+sum of shares (``3.7% + 2.5% =``) is written as a share: its number, then a ``%`` the check writes at the next step
+(``6.2%``; where the tokenizer has no ``%`` token, the value itself: ``0.062``). A negative value with
+``sign_policy="text"`` is written as the text writes it: the check writes the minus sign first (the step's token
+becomes "-"), then the magnitude at the next [NUM] (``12 - 20 = -8``); with ``sign_policy="feature"`` the [NUM] carries
+the sign. Where the head does not form the value (a number of the expression that is not in its context, a product
+where the head forms none, past ``int_digits``), a [NUM] is written in the LM's digits instead: the head's number could
+only be another value than the expression's.
 """
 
 from __future__ import annotations
@@ -54,11 +55,13 @@ class ExpressionCheck:
         in_digits: the rows whose [NUM] the LM writes in digits instead (the head does not form the value).
         minus: row -> the minus sign's token id, on the rows where the check writes a negative value's sign first
             (``sign_policy="text"``; their token becomes that one).
+        then: row -> the token the row writes right after its value (the ``%`` of a sum of shares).
     """
 
     values: dict[int, ExactNumber] = field(default_factory=dict)
     in_digits: list[int] = field(default_factory=list)
     minus: dict[int, int] = field(default_factory=dict)
+    then: dict[int, int] = field(default_factory=dict)
 
 
 def checks_expressions(reader: object) -> bool:
@@ -125,6 +128,9 @@ def check_expressions(reader: object, tokens: list[int], active: list[int], num_
         expression = open_expression(text)
         if expression is None:
             continue
+        percent = digit_numbers.percent_id
+        if expression.percent and percent is None:  # no "%" to write after it: the value itself
+            expression = expression._replace(percent=False)
         number = head_value(reader, row, expression)
         if number is not None and number.sign < 0 and digit_numbers.text_sign:
             minus = digit_numbers.minus_id(text)
@@ -134,6 +140,8 @@ def check_expressions(reader: object, tokens: list[int], active: list[int], num_
             number = None
         if number is not None:
             check.values[row] = number
+            if expression.percent:
+                check.then[row] = percent
         elif token == num_id:
             check.in_digits.append(row)
     return check

@@ -371,6 +371,11 @@ def choose_step(
     time, so that both write the same tokens and numbers. Updates `reader`'s context (it follows every row).
     """
     chosen = chooser(step.logits, t)  # (B,)
+    digit_numbers = getattr(reader, "digit_numbers", None)
+    forced = digit_numbers.take_next(active) if digit_numbers is not None else {}
+    if forced:  # a mark the expression check writes after a value (the "%" of a sum of shares)
+        marks = torch.tensor([forced.get(row, 0) for row in range(len(chosen))], device=chosen.device)
+        chosen = _with_rows(chosen, list(forced), marks)[0]
     tokens = chosen.tolist()  # the one host sync of the step
     if reader is not None:  # the pointer head: the key of the token this step fed
         reader.step_keys(step.hidden, active, first=t == 0)
@@ -384,6 +389,8 @@ def choose_step(
         if check.minus:  # a negative value's sign first (sign_policy="text"), its magnitude at the next [NUM]
             minus = torch.tensor([check.minus.get(row, 0) for row in range(len(tokens))], device=chosen.device)
             chosen, tokens = _with_rows(chosen, list(check.minus), minus)
+        for row, token in check.then.items():
+            reader.digit_numbers.write_next(row, token)
     if reader is not None:  # numbers the model wrote in digits join the context (fone_numbers="answers")
         reader.observe(tokens, active)
     rows = [r for r in active if tokens[r] == num_id] if num_id is not None else []

@@ -32,21 +32,22 @@ def _row(span, surface: str, after: str = ""):
     return tuple(exact.place_digits(4, 1)), exact.sign, exact.to_float()
 
 
-MINUS = (ord("-"), None)  # the fake vocabulary's "-" (it has no " -")
+MINUS = {"-": ord("-")}  # the fake vocabulary's "-" (it has no " -")
 
 
 def _reader(
-    prompt: str, written: str, products: bool, text_sign: bool = True, minus: tuple = (None, None)
+    prompt: str, written: str, products: bool, text_sign: bool = True, marks: dict | None = None
 ) -> NumberReader:
     """A reader (no head: the check reads only the text and the context) that has followed `prompt` and the
-    characters of `written`, a [NUM] written as '#' (the head's number 24 there); `minus`: the "-" / " -" ids."""
+    characters of `written`, a [NUM] written as '#' (the head's number 24 there); `marks`: the "-" / " -" / "%"
+    ids."""
     config = NumberAdapterConfig(
         encoding="fone", fone_numbers="answers", int_digits=4, frac_digits=1, fone_context_products=products,
         sign_policy="text" if text_sign else "feature",
     )  # fmt: skip
     reader = NumberReader(config, None)
     prompt_ids = [list(map(ord, prompt))]
-    digit_numbers = DigitNumbers(1, lambda ids: "".join(map(chr, ids)), _row, text_sign, NUM, prompt_ids, minus)
+    digit_numbers = DigitNumbers(1, lambda ids: "".join(map(chr, ids)), _row, text_sign, NUM, prompt_ids, marks)
     empty = {"num_mask": torch.zeros(1, 1, dtype=torch.long), "num_digits": torch.zeros(1, 1, 5, dtype=torch.long)}
     reader.begin(empty, digit_numbers)
     for char in written:
@@ -95,7 +96,6 @@ def test_an_expression_the_head_does_not_form_is_left_to_the_lms_digits():
         ("10 / 3 = ", "3.3"),  # past frac_digits=1: rounded half-up, as a text writes it
         ("7 / 4 = ", "1.8"),
         ("13 / 8 = $", "1.6"),
-        ("3.7% + 2.5% = ", "6.2"),  # a sum of shares is written as a share (the text's "%" follows)
         ("50% x 30 = ", "15"),  # 50% is 0.5 in the context (over 100 where that fits the places)
         ("20% x 7.5 + 1 = ", "2.5"),
     ],
@@ -105,14 +105,25 @@ def test_chains_rounded_quotients_and_shares_are_the_heads(written, value):
     assert check.values == {0: ExactNumber.parse(value)} and not check.in_digits, written
 
 
+def test_a_sum_of_shares_is_written_as_a_share_then_its_percent_sign():
+    """With a "%" token the check writes 6.2 and then "%" (`ExpressionCheck.then`); without one, the value 0.062
+    (rounded at frac_digits=1: 0.1); either way the equation reads right."""
+    check = check_expressions(_reader("", "3.7% + 2.5% = ", True, marks={"%": ord("%")}), [NUM], [0], NUM)
+    assert check.values == {0: ExactNumber.parse("6.2")} and check.then == {0: ord("%")}
+    assert [e.right for e in equations_in("3.7% + 2.5% = 6.2%")] == [True]
+    plain = check_expressions(_reader("", "3.7% + 2.5% = ", True), [NUM], [0], NUM)
+    assert plain.values == {0: ExactNumber.parse("0.1")} and not plain.then
+    assert [e.right for e in equations_in("3.7% + 2.5% = 0.1")] == [True]
+
+
 def test_a_negative_value_is_written_with_its_sign():
     """sign_policy="text": the check writes the minus token first, then the magnitude after it; "feature": the
     [NUM] carries the sign."""
-    check = check_expressions(_reader("", "3 - 8 = ", True, minus=MINUS), [NUM], [0], NUM)
+    check = check_expressions(_reader("", "3 - 8 = ", True, marks=MINUS), [NUM], [0], NUM)
     assert check.minus == {0: ord("-")} and not check.values and not check.in_digits
-    check = check_expressions(_reader("", "3 - 8 = ", True, minus=MINUS), [ord("4")], [0], NUM)
+    check = check_expressions(_reader("", "3 - 8 = ", True, marks=MINUS), [ord("4")], [0], NUM)
     assert check.minus == {0: ord("-")}  # a digit the LM starts too
-    after = check_expressions(_reader("", "3 - 8 = -", True, minus=MINUS), [NUM], [0], NUM)
+    after = check_expressions(_reader("", "3 - 8 = -", True, marks=MINUS), [NUM], [0], NUM)
     assert after.values == {0: ExactNumber.parse(5)} and not after.minus
     featured = check_expressions(_reader("", "3 - 8 = ", True, text_sign=False), [NUM], [0], NUM)
     assert featured.values == {0: ExactNumber.parse(-5)} and not featured.minus
@@ -200,6 +211,18 @@ def test_every_num_of_a_step_checked_with_copies_left_to_the_lm(copier):
         for config in configs:
             config.fone_head_copies = True
     assert float(_first_head_number(out, 0).to_float()) == 15.0, out.completions
+
+
+def test_generation_writes_a_share_then_its_percent_sign(tmp_path):
+    """Through `generate`: after "25% + 5% =" the [NUM] holds 30 and the next token is "%", whatever the LM chose."""
+    store = Store(str(tmp_path))
+    model, ntok = number_writer(store, copy_latest_number, False, **{**SUMS_ONLY, "fone_expression_check": True})
+    num_first(model, ntok, ["Then 25% + 5% ="])
+    out = generate(model, ntok, ["Then 25% + 5% ="], max_new_tokens=3, return_dict=True)
+    percent = ntok.tokenizer.encode("%", add_special_tokens=False)
+    assert out.token_ids[0][:2] == [ntok.num_token_id, *percent], out.completions
+    assert out.completions[0].lstrip().startswith("30%"), out.completions
+    assert [e.right for e in equations_in("Then 25% + 5% =" + out.completions[0])] == [True], out.completions
 
 
 @pytest.mark.parametrize("sign_policy", ["text", "feature"])
