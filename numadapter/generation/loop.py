@@ -333,6 +333,13 @@ def _with_rows(chosen: torch.Tensor, rows: list[int], new: torch.Tensor) -> tupl
     return chosen, chosen.tolist()
 
 
+def _with_tokens(chosen: torch.Tensor, tokens: dict[int, int]) -> tuple[torch.Tensor, list[int]]:
+    """`chosen` ``[B]`` with each row of `tokens` (``{row: token id}``) set to its token: ``(tokens [B], the same as
+    a list)``."""
+    new = torch.tensor([tokens.get(row, 0) for row in range(len(chosen))], dtype=chosen.dtype, device=chosen.device)
+    return _with_rows(chosen, list(tokens), new)
+
+
 @dataclass
 class StepChoice:
     """The tokens one step writes and the numbers the head writes at its [NUM]s (`choose_step`).
@@ -374,9 +381,9 @@ def choose_step(
     digit_numbers = getattr(reader, "digit_numbers", None)
     forced = digit_numbers.take_next(active) if digit_numbers is not None else {}
     if forced:  # a mark the expression check writes after a value (the "%" of a sum of shares)
-        marks = torch.tensor([forced.get(row, 0) for row in range(len(chosen))], device=chosen.device)
-        chosen = _with_rows(chosen, list(forced), marks)[0]
-    tokens = chosen.tolist()  # the one host sync of the step
+        chosen, tokens = _with_tokens(chosen, forced)
+    else:
+        tokens = chosen.tolist()  # the one host sync of the step
     if reader is not None:  # the pointer head: the key of the token this step fed
         reader.step_keys(step.hidden, active, first=t == 0)
     if reader is not None and reader.head_first and step.hidden is not None:  # fone_digit_answers > 0
@@ -387,8 +394,7 @@ def choose_step(
         if check.values:
             chosen, tokens = _with_rows(chosen, list(check.values), torch.full_like(chosen, num_id))
         if check.minus:  # a negative value's sign first (sign_policy="text"), its magnitude at the next [NUM]
-            minus = torch.tensor([check.minus.get(row, 0) for row in range(len(tokens))], device=chosen.device)
-            chosen, tokens = _with_rows(chosen, list(check.minus), minus)
+            chosen, tokens = _with_tokens(chosen, check.minus)
         for row, token in check.then.items():
             reader.digit_numbers.write_next(row, token)
     if reader is not None:  # numbers the model wrote in digits join the context (fone_numbers="answers")

@@ -4,10 +4,10 @@ A worked solution is scored by its last number (`numadapter.evaluation.last_numb
 luck and wrong steps before it go unseen. `equations_in` reads every ``expression = number`` a solution writes, as
 grade-school solutions write them (``$1,234.50``, ``30%``, ``3 x 4``, ``1/2 * 50``), evaluates the expression exactly
 and compares it with the number written after ``=``; `equation_score` sums that over many texts (public through
-`numadapter.evaluation`; the suite records it for families of worked solutions). `value_before_equals` reads a text
-that ends in ``expression =`` (a decode loop's text so far), for generation's expression check
-(`numadapter.generation.expression_check`); `open_expression` gives what that check needs besides the value (the
-numbers and operations the expression is made of, a minus written after the "=", a sum of shares).
+`numadapter.evaluation`; the suite records it for families of worked solutions). `open_expression` reads a text that
+ends in ``expression =`` (a decode loop's text so far) for generation's expression check
+(`numadapter.generation.expression_check`): the expression's value, the numbers and operations it is made of, a minus
+written after the "=", a sum of shares.
 
 Rules:
 
@@ -34,7 +34,7 @@ from decimal import Context, Decimal
 from fractions import Fraction
 from typing import NamedTuple
 
-__all__ = ["Equation", "OpenExpression", "equation_score", "equations_in", "open_expression", "value_before_equals"]
+__all__ = ["Equation", "OpenExpression", "equation_score", "equations_in", "open_expression"]
 
 CURRENCY = "$€£"
 _NUMBER = r"(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?"
@@ -253,13 +253,6 @@ def open_expression(text: str) -> OpenExpression | None:
     written = tuple(_number(number.rstrip("%")) for number in parser.numbers)
     minus = bool(match.group("minus"))
     return OpenExpression(value, numbers, written, frozenset(parser.operations), minus, shares)
-
-
-def value_before_equals(text: str) -> Fraction | None:
-    """The exact value of the expression `text` ends with, followed by ``=`` (`open_expression`; None where there is
-    none)."""
-    found = open_expression(text)
-    return None if found is None else found.value
 
 
 def equations_in(text: str) -> list[Equation]:

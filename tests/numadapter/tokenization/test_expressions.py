@@ -1,6 +1,6 @@
 """`numadapter.tokenization.expressions`: the equations a text writes and whether each is right (`equations_in`,
 `equation_score`, public through `numadapter.evaluation`), and the value of the expression a text ends with before
-"=" (`value_before_equals`, generation's expression check)."""
+"=" (`open_expression`, generation's expression check)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from fractions import Fraction
 import pytest
 
 from numadapter.evaluation import equation_score, equations_in
-from numadapter.tokenization.expressions import open_expression, value_before_equals
+from numadapter.tokenization.expressions import open_expression
 
 RIGHT = ["48/2 = 24", "720 * 60 = 43,200", "1/2 * 50 = 25", "25% * $80 = $20", "$1,200 + $300 = $1,500",
          "10/3 = 3.33", "10/3 = 3.3", "3 * 12 * 5 = 180", "6 x 7 = 42", "(3 + 4) * 2 = 14", "3 - 10 = -7",
@@ -76,7 +76,8 @@ def test_equation_score_counts_written_right_and_per_text():
     ],
 )  # fmt: skip
 def test_the_value_of_the_expression_a_text_ends_with(text, value):
-    assert value_before_equals(text) == value
+    found = open_expression(text)
+    assert (None if found is None else found.value) == value
 
 
 def test_open_expression_reads_numbers_operations_a_written_minus_and_shares():
