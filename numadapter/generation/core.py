@@ -214,11 +214,14 @@ def digit_numbers_for(
     def decode(ids: list[int]) -> str:
         return tokenizer.decode(ids, number_texts=[], skip_special_tokens=True)
 
+    def encode(text: str) -> list[int]:  # the base tokenizer's ids of `text`
+        return list(getattr(tokenizer, "tokenizer", tokenizer).encode(text, add_special_tokens=False))
+
     def single(text: str) -> int | None:  # the one token id of `text` in the base tokenizer, if it is one token
-        ids = getattr(tokenizer, "tokenizer", tokenizer).encode(text, add_special_tokens=False)
+        ids = encode(text)
         return ids[0] if len(ids) == 1 else None
 
     text_sign = config.sign_policy == "text"
     marks = {mark: single(mark) for mark in (("-", " -", "%") if text_sign else ("%",))}
     marks = {mark: token for mark, token in marks.items() if token is not None}
-    return DigitNumbers(rows, decode, tokenizer._context_row, text_sign, num_token_id, prompts, marks)
+    return DigitNumbers(rows, decode, tokenizer._context_row, text_sign, num_token_id, prompts, marks, encode)

@@ -48,6 +48,8 @@ class DigitNumbers:
             prompt: ``"12 + 7 ="``).
         marks: the token ids of ``"-"``, ``" -"`` and ``"%"`` (a mark the tokenizer has as no single token left
             out), which the expression check writes around a value (`minus_id`, `percent_id`).
+        encode: ``encode(text) -> ids`` the base tokenizer's ids of a text (no special tokens), or None: only
+            `spell` uses it (a value the expression check writes as text).
     """
 
     def __init__(
@@ -59,6 +61,7 @@ class DigitNumbers:
         num_token_id: int,
         prompts: Sequence[Sequence[int]] | None = None,
         marks: dict[str, int] | None = None,
+        encode: Callable[[str], list[int]] | None = None,
     ) -> None:
         self.decode = decode
         self.number_row = number_row
@@ -66,7 +69,8 @@ class DigitNumbers:
         self.num_token_id = num_token_id
         self.prompts = [list(ids) for ids in prompts] if prompts is not None else [[] for _ in range(rows)]
         self.marks = dict(marks or {})
-        self.then: dict[int, int] = {}  # row -> the token its next step writes (`write_next`)
+        self.encode = encode
+        self.then: dict[int, list[int]] = {}  # row -> the tokens its next steps write, in order (`write_next`)
         self.prompt_texts: dict[int, str] = {}  # row -> the end of its prompt's text (decoded once, when first read)
         self.head_texts: list[list[str]] = [[] for _ in range(rows)]  # per row, the text of each [NUM] it wrote
         self.ids: list[list[int]] = [[] for _ in range(rows)]
@@ -111,13 +115,36 @@ class DigitNumbers:
         """The token of ``"%"`` (None where the tokenizer has no such token)."""
         return self.marks.get("%")
 
-    def write_next(self, row: int, token: int) -> None:
-        """Makes `row`'s next step write `token`, whatever the model chooses (`take_next`)."""
-        self.then[row] = token
+    def write_next(self, row: int, *tokens: int) -> None:
+        """Makes `row`'s next steps write `tokens`, one a step, whatever the model chooses (`take_next`)."""
+        self.then.setdefault(row, []).extend(tokens)
+        if not self.then[row]:
+            del self.then[row]
 
     def take_next(self, rows: Sequence[int]) -> dict[int, int]:
-        """The tokens `write_next` set for those of `rows` that have one (``{row: token}``), set no more."""
-        return {row: self.then.pop(row) for row in rows if row in self.then}
+        """The next token `write_next` set for each of `rows` that has one (``{row: token}``), taken off its queue."""
+        taken = {}
+        for row in rows:
+            queue = self.then.get(row)
+            if queue:
+                taken[row] = queue.pop(0)
+                if not queue:
+                    del self.then[row]
+        return taken
+
+    def spell(self, before: str, number: str, token: int) -> list[int] | None:
+        """The base tokenizer's ids of `number` (its text) written after the text `before` where the model chose
+        `token` ([NUM] or a token that starts a number), with the space the text would have there: a [NUM] after
+        neither a space nor a currency sign gets one (``"= " + "203297472"``, as the tokenizer splits ``"= 2"``), a
+        digit token keeps what its text has before its first digit. None without `encode`."""
+        if self.encode is None:
+            return None
+        if token == self.num_token_id:
+            lead = "" if before[-1:].isspace() or before[-1:] in "$€£" else " "
+        else:
+            piece = self.decode([token])
+            lead = piece[: len(piece) - len(piece.lstrip(" "))]
+        return self.encode(lead + number) or None
 
     def starts_number(self, row: int, token: int) -> bool:
         """Whether `token` would start a new number in digits on `row`: its text begins with a digit (after spaces)

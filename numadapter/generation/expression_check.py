@@ -21,9 +21,12 @@ sum of shares (``3.7% + 2.5% =``) is written as a share: its number, then a ``%`
 (``6.2%``; where the tokenizer has no ``%`` token, the value itself: ``0.062``). A negative value with
 ``sign_policy="text"`` is written as the text writes it: the check writes the minus sign first (the step's token
 becomes "-"), then the magnitude at the next [NUM] (``12 - 20 = -8``); with ``sign_policy="feature"`` the [NUM] carries
-the sign. Where the head does not form the value (a number of the expression that is not in its context, a product
-where the head forms none, past ``int_digits``), a [NUM] is written in the LM's digits instead: the head's number could
-only be another value than the expression's.
+the sign. A value the head forms that needs more than ``int_digits`` integer places (``6 * 33882912 =`` with
+``int_digits=8``) cannot be a [NUM]; it is written as text, as the tokenizer keeps such a number in training
+(``out_of_range="text"``): its digits in the base's tokens, the first at this step and the others forced at the next
+ones (`numadapter.generation.digit_numbers.DigitNumbers.spell`). Where the head does not form the value (a number of
+the expression that is not in its context, a product where the head forms none), a [NUM] is written in the LM's
+digits instead: the head's number could only be another value than the expression's.
 """
 
 from __future__ import annotations
@@ -56,12 +59,15 @@ class ExpressionCheck:
         minus: row -> the minus sign's token id, on the rows where the check writes a negative value's sign first
             (``sign_policy="text"``; their token becomes that one).
         then: row -> the token the row writes right after its value (the ``%`` of a sum of shares).
+        text: row -> the token ids of a value past ``int_digits`` written as text: the first is this step's token,
+            the others the row's next steps'.
     """
 
     values: dict[int, ExactNumber] = field(default_factory=dict)
     in_digits: list[int] = field(default_factory=list)
     minus: dict[int, int] = field(default_factory=dict)
     then: dict[int, int] = field(default_factory=dict)
+    text: dict[int, list[int]] = field(default_factory=dict)
 
 
 def checks_expressions(reader: object) -> bool:
@@ -88,10 +94,10 @@ def _chain(context: list[int], expression: OpenExpression, config: object) -> bo
     return expression.operations <= operations
 
 
-def head_value(reader: object, row: int, expression: OpenExpression) -> ExactNumber | None:
-    """The number the head writes on `row` for `expression` (its `OpenExpression.target`, rounded half-up at
-    ``frac_digits`` decimals), or None where the head does not form it: past ``int_digits`` integer places, a minus
-    written before a positive value, or neither its head mode's `forms` nor `_chain` over the row's context numbers
+def formed_value(reader: object, row: int, expression: OpenExpression) -> ExactNumber | None:
+    """The value the head forms on `row` for `expression` (its `OpenExpression.target`, rounded half-up at
+    ``frac_digits`` decimals, however many integer places it needs), or None where it forms none: a minus written
+    before a positive value, or neither its head mode's `forms` nor `_chain` over the row's context numbers
     (``reader.memory``, most recent first) gives it (see the module docstring). A negative value keeps its sign."""
     config = reader.config
     target = expression.target
@@ -99,8 +105,6 @@ def head_value(reader: object, row: int, expression: OpenExpression) -> ExactNum
         return None
     scaled = abs(target) * 10**config.frac_digits
     places = math.floor(scaled + Fraction(1, 2))  # half-up on the magnitude; exact where it terminates
-    if places >= 10 ** (config.int_digits + config.frac_digits):
-        return None
     numbers = reader.memory.numbers
     values = fixed_point_values(numbers.digits[row], numbers.sign[row]).tolist()  # (K,)
     context = [v for v, valid in zip(values, numbers.valid[row].tolist()) if valid]
@@ -114,10 +118,18 @@ def head_value(reader: object, row: int, expression: OpenExpression) -> ExactNum
     return ExactNumber.parse(-magnitude if target < 0 else magnitude)
 
 
+def head_value(reader: object, row: int, expression: OpenExpression) -> ExactNumber | None:
+    """The number the head writes as a [NUM] on `row` for `expression`: `formed_value` where it fits
+    ``int_digits``, else None."""
+    number = formed_value(reader, row, expression)
+    config = reader.config
+    return number if number is not None and number.fits(config.int_digits, config.frac_digits) else None
+
+
 def check_expressions(reader: object, tokens: list[int], active: list[int], num_id: int) -> ExpressionCheck:
     """The check on the `active` rows whose chosen token (`tokens`, every row's) is [NUM] (`num_id`) or starts a
     number in digits (see the module docstring). Reads the text before this step's token: call it before the
-    reader observes the step."""
+    reader observes the step, and not on a row whose token was forced (`DigitNumbers.take_next`)."""
     check = ExpressionCheck()
     digit_numbers = reader.digit_numbers
     for row in active:
@@ -131,7 +143,13 @@ def check_expressions(reader: object, tokens: list[int], active: list[int], num_
         percent = digit_numbers.percent_id
         if expression.percent and percent is None:  # no "%" to write after it: the value itself
             expression = expression._replace(percent=False)
-        number = head_value(reader, row, expression)
+        number = formed_value(reader, row, expression)
+        if number is not None and not number.fits(reader.config.int_digits, reader.config.frac_digits):
+            ids = digit_numbers.spell(text, f"{number}{'%' if expression.percent else ''}", token)
+            if ids:
+                check.text[row] = ids
+                continue
+            number = None
         if number is not None and number.sign < 0 and digit_numbers.text_sign:
             minus = digit_numbers.minus_id(text)
             if minus is not None:

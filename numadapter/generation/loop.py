@@ -380,21 +380,27 @@ def choose_step(
     chosen = chooser(step.logits, t)  # (B,)
     digit_numbers = getattr(reader, "digit_numbers", None)
     forced = digit_numbers.take_next(active) if digit_numbers is not None else {}
-    if forced:  # a mark the expression check writes after a value (the "%" of a sum of shares)
+    if forced:  # what the expression check writes after a value (the "%" of a sum of shares, a value's text)
         chosen, tokens = _with_tokens(chosen, forced)
     else:
         tokens = chosen.tolist()  # the one host sync of the step
+    free = [row for row in active if row not in forced]  # the rows whose token the number rules may still change
     if reader is not None:  # the pointer head: the key of the token this step fed
         reader.step_keys(step.hidden, active, first=t == 0)
     if reader is not None and reader.head_first and step.hidden is not None:  # fone_digit_answers > 0
-        chosen, tokens = _head_where_it_forms(reader, step.hidden, step.logits, chosen, tokens, active, num_id)
+        chosen, tokens = _head_where_it_forms(reader, step.hidden, step.logits, chosen, tokens, free, num_id)
     check = ExpressionCheck()  # fone_expression_check: the number after "expression =" is its value
     if reader is not None and step.hidden is not None and checks_expressions(reader):
-        check = check_expressions(reader, tokens, active, num_id)
+        check = check_expressions(reader, tokens, free, num_id)
         if check.values:
             chosen, tokens = _with_rows(chosen, list(check.values), torch.full_like(chosen, num_id))
-        if check.minus:  # a negative value's sign first (sign_policy="text"), its magnitude at the next [NUM]
-            chosen, tokens = _with_tokens(chosen, check.minus)
+        # a negative value's sign first (sign_policy="text"), its magnitude at the next [NUM]; a value past
+        # int_digits as text, its first token now and the others at the next steps
+        first = {**check.minus, **{row: ids[0] for row, ids in check.text.items()}}
+        if first:
+            chosen, tokens = _with_tokens(chosen, first)
+        for row, ids in check.text.items():
+            reader.digit_numbers.write_next(row, *ids[1:])
         for row, token in check.then.items():
             reader.digit_numbers.write_next(row, token)
     if reader is not None:  # numbers the model wrote in digits join the context (fone_numbers="answers")

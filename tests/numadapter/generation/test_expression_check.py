@@ -36,18 +36,20 @@ MINUS = {"-": ord("-")}  # the fake vocabulary's "-" (it has no " -")
 
 
 def _reader(
-    prompt: str, written: str, products: bool, text_sign: bool = True, marks: dict | None = None
+    prompt: str, written: str, products: bool, text_sign: bool = True, marks: dict | None = None, spells: bool = False
 ) -> NumberReader:
     """A reader (no head: the check reads only the text and the context) that has followed `prompt` and the
     characters of `written`, a [NUM] written as '#' (the head's number 24 there); `marks`: the "-" / " -" / "%"
-    ids."""
+    ids; `spells`: the fake vocabulary's encoder is given (a value past int_digits may be written as text)."""
     config = NumberAdapterConfig(
         encoding="fone", fone_numbers="answers", int_digits=4, frac_digits=1, fone_context_products=products,
         sign_policy="text" if text_sign else "feature",
     )  # fmt: skip
     reader = NumberReader(config, None)
     prompt_ids = [list(map(ord, prompt))]
-    digit_numbers = DigitNumbers(1, lambda ids: "".join(map(chr, ids)), _row, text_sign, NUM, prompt_ids, marks)
+    encode = (lambda text: list(map(ord, text))) if spells else None
+    decode = lambda ids: "".join(map(chr, ids))  # noqa: E731
+    digit_numbers = DigitNumbers(1, decode, _row, text_sign, NUM, prompt_ids, marks, encode)
     empty = {"num_mask": torch.zeros(1, 1, dtype=torch.long), "num_digits": torch.zeros(1, 1, 5, dtype=torch.long)}
     reader.begin(empty, digit_numbers)
     for char in written:
@@ -127,6 +129,38 @@ def test_a_negative_value_is_written_with_its_sign():
     assert after.values == {0: ExactNumber.parse(5)} and not after.minus
     featured = check_expressions(_reader("", "3 - 8 = ", True, text_sign=False), [NUM], [0], NUM)
     assert featured.values == {0: ExactNumber.parse(-5)} and not featured.minus
+
+
+@pytest.mark.parametrize(
+    ("written", "token", "text"),
+    [
+        ("9000 + 2000 = ", NUM, "11000"),  # after a space: none added
+        ("9000 + 2000 =", NUM, " 11000"),  # a [NUM] right after "=": the space a text has there
+        ("9000 + 2000 = ", ord("5"), "11000"),  # a digit the LM starts
+        ("90 x 900 = $", NUM, "81000"),
+        ("3 - 9000 x 2 = ", NUM, "-17997"),
+        ("9999 + 0.5 = ", NUM, "9999.5"),  # fits: a [NUM]
+    ],
+)
+def test_a_value_past_int_digits_is_written_as_text(written, token, text):
+    """int_digits=4: the value the head forms but cannot hold as a [NUM] is the text's tokens, the first at this step
+    (`ExpressionCheck.text`); a value that fits stays the head's [NUM]."""
+    check = check_expressions(_reader("", written, products=True, marks=MINUS, spells=True), [token], [0], NUM)
+    if ExactNumber.parse(text).fits(4, 1):
+        assert check.values == {0: ExactNumber.parse(text)} and not check.text
+    else:
+        assert check.text == {0: list(map(ord, text))} and not check.values and not check.in_digits
+        assert not check.minus, "a negative value past the places is one text, its sign included"
+        assert [e.right for e in equations_in(written + text)] == [True]
+
+
+def test_forced_tokens_queue_one_a_step():
+    """`DigitNumbers.write_next` queues tokens; `take_next` hands out one per step per row, then none."""
+    numbers = DigitNumbers(2, lambda ids: "".join(map(chr, ids)), _row, True, NUM)
+    numbers.write_next(0, 1, 2)
+    numbers.write_next(0, 3)
+    numbers.write_next(1)
+    assert [numbers.take_next([0, 1]) for _ in range(4)] == [{0: 1}, {0: 2}, {0: 3}, {}]
 
 
 def test_the_expression_may_start_in_the_prompt():
@@ -223,6 +257,21 @@ def test_generation_writes_a_share_then_its_percent_sign(tmp_path):
     assert out.token_ids[0][:2] == [ntok.num_token_id, *percent], out.completions
     assert out.completions[0].lstrip().startswith("30%"), out.completions
     assert [e.right for e in equations_in("Then 25% + 5% =" + out.completions[0])] == [True], out.completions
+
+
+def test_generation_writes_a_value_past_int_digits_as_text(tmp_path):
+    """Through `generate` with int_digits=4: after "9000 + 2000 =" the check writes " 11000" in the tokenizer's own
+    tokens, one a step, whatever the LM chooses at the later steps; the equation is right."""
+    store = Store(str(tmp_path))
+    settings = {**SUMS_ONLY, "fone_expression_check": True, "int_digits": 4}
+    model, ntok = number_writer(store, copy_latest_number, False, **settings)
+    prompt = "Then 9000 + 2000 ="
+    num_first(model, ntok, [prompt])
+    text = ntok.tokenizer.encode(" 11000", add_special_tokens=False)
+    out = generate(model, ntok, [prompt], max_new_tokens=len(text) + 1, return_dict=True)
+    assert out.token_ids[0][: len(text)] == text, out.completions
+    assert out.completions[0].startswith(" 11000"), out.completions
+    assert [e.right for e in equations_in(prompt + out.completions[0])] == [True], out.completions
 
 
 @pytest.mark.parametrize("sign_policy", ["text", "feature"])
