@@ -66,10 +66,6 @@ class FoneArithmeticTask(Task):
         split_ranges(self.space_size, self.n_valid, self.n_test)  # validates that valid + test fit
 
     @property
-    def splits(self) -> dict[str, int]:
-        return {"train": self.n_train, "valid": self.n_valid, "test": self.n_test}
-
-    @property
     def space_size(self) -> int:
         """Number of distinct unordered operand pairs: N(N+1)/2 with N = 10^digits values."""
         n_values = 10**self.digits
@@ -146,10 +142,6 @@ class FoneClassificationTask(Task):
 
     def __post_init__(self) -> None:
         split_ranges(self.space_size, self.n_valid, self.n_test)
-
-    @property
-    def splits(self) -> dict[str, int]:
-        return {"train": self.n_train, "valid": self.n_valid, "test": self.n_test}
 
     @property
     def space_size(self) -> int:

@@ -96,10 +96,6 @@ class XvalExpressionTask(Task):
         split_ranges(self.space_size, self.n_valid, self.n_test)
 
     @property
-    def splits(self) -> dict[str, int]:
-        return {"train": self.n_train, "valid": self.n_valid, "test": self.n_test}
-
-    @property
     def space_size(self) -> int:
         """shapes * 3^(k-1) operator choices * 10^4^k operand choices."""
         k = self.operands
