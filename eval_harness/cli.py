@@ -225,10 +225,9 @@ def _generate(args: argparse.Namespace, out: TextIO) -> None:
 
 
 def _settings(items: Sequence[str]) -> dict:
-    from numadapter.integrations.command_line import parse_setting
+    from numadapter.integrations.command_line import parse_settings
 
-    example = "fone_head_input=linear"
-    return dict(parse_setting(item, flag="--set", form="KEY=VALUE", example=example) for item in items)
+    return parse_settings(items, flag="--set", form="KEY=VALUE", example="fone_head_input=linear")
 
 
 def _run(args: argparse.Namespace, out: TextIO) -> None:

@@ -31,13 +31,13 @@ def parse_settings(items: list[str]) -> dict[str, Any]:
     """``["r=64", "fone_projection=pad", 'target_modules=["q_proj"]']`` -> ``{"r": 64, "fone_projection": "pad", ...}``
 
     A value is read as JSON (numbers such as ``1e-3``, ``true``, lists, objects); anything that is not JSON is kept
-    as text (`numadapter.integrations.command_line.parse_setting`). Raises ValueError for an item without ``=`` or
+    as text (`numadapter.integrations.command_line.parse_settings`). Raises ValueError for an item without ``=`` or
     with an empty name.
     """
-    from numadapter.integrations.command_line import parse_setting
+    from numadapter.integrations import command_line
 
     form = "name=value (a NumberAdapterConfig field)"
-    return dict(parse_setting(item, flag="--set", form=form, example="r=64") for item in items)
+    return command_line.parse_settings(items, flag="--set", form=form, example="r=64")
 
 
 def _random_base(spec: str, out: str) -> str:

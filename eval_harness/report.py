@@ -48,6 +48,17 @@ METRIC_COLUMNS = {
 }
 
 
+def pyplot() -> Any:
+    """matplotlib's ``pyplot`` on the Agg backend (the reports only write PNG files; no display needed). Raises
+    ImportError without matplotlib, which a report skips its plots for."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def load_results(results_dir: str | Path) -> list[dict[str, Any]]:
     """Every result dict under `results_dir` (recursively), sorted by experiment, model, training size, method."""
     out = []
@@ -325,10 +336,7 @@ def _setup_line(results: list[dict[str, Any]]) -> str:
 
 def _plot(results: list[dict[str, Any]], axis: str, path: Path, title: str) -> bool:
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = pyplot()
     except ImportError:
         return False
     series: dict[tuple, dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -386,10 +394,7 @@ def _step_curve_table(results: list[dict[str, Any]]) -> list[str]:
 def _plot_step_curve(results: list[dict[str, Any]], path: Path, title: str) -> bool:
     """Validation exact match against optimizer steps and against training seconds, one line per run."""
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = pyplot()
     except ImportError:
         return False
     fig, axes = plt.subplots(1, 2, figsize=(9.6, 3.8), dpi=120, sharey=True)

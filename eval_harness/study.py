@@ -505,11 +505,9 @@ def report(out: Path) -> str:
     text = "\n".join(lines)
     (out / "README.md").write_text(text)
     try:
-        import matplotlib
+        from eval_harness.report import pyplot
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
+        plt = pyplot()
         tasks = sorted({r["task"] for r in records})
         fig, axes = plt.subplots(2, len(tasks), figsize=(6 * len(tasks), 7), squeeze=False)
         for column, task in enumerate(tasks):

@@ -51,6 +51,8 @@ from typing import Any
 
 import torch
 
+from eval_harness.bench.common import check_clock
+
 BENCHMARKS = (
     "table_tokens", "tokenizer_speed", "train_step", "ntl_overhead", "generate_speed", "train_throughput",
     "dataset_size", "real",
@@ -320,8 +322,7 @@ def run_all(
         The report: ``machine``, ``options``, ``summary`` (headline rows), ``benchmarks`` (per benchmark: argv,
         seconds, full result or error) and ``failed`` (names of benchmarks that raised).
     """
-    if clock not in ("wall", "thread"):
-        raise ValueError(f"`clock` must be 'wall' or 'thread', got {clock!r}.")
+    check_clock(clock)
     if clock == "thread" and threads != 1:
         raise ValueError(f"--clock thread times one thread's CPU time and needs --threads 1, got threads={threads}.")
     names = list(only) if only else list(DEFAULT)

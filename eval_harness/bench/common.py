@@ -1,8 +1,10 @@
-"""Small pieces every benchmark shares: `write_json` (``--json``) and `interleaved_times` (sides timed alike)."""
+"""Small pieces every benchmark shares: `write_json` (``--json``), `check_clock`, `cuda_sync`, `interleaved_times`
+(sides timed alike, the one side-by-side timer of the benchmarks) and `median_ratio` (how two of its sides compare)."""
 
 from __future__ import annotations
 
 import json
+import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -20,6 +22,22 @@ def write_json(result: Any, path: str | None) -> None:
     if path:
         with open(path, "w", encoding="utf-8") as fh:
             json.dump(result, fh, indent=2)
+
+
+def check_clock(clock: str) -> None:
+    """Refuses a ``clock`` other than ``"wall"`` and ``"thread"``, the two a benchmark's ``--clock`` offers."""
+    if clock not in ("wall", "thread"):
+        raise ValueError(f"`clock` must be 'wall' or 'thread', got {clock!r}.")
+
+
+def cuda_sync(device: str) -> Callable[[], None] | None:
+    """`interleaved_times`' ``sync`` for `device`: ``torch.cuda.synchronize`` on a GPU (a call returns before its
+    kernels end), None on the CPU."""
+    if not device.startswith("cuda"):
+        return None
+    import torch
+
+    return torch.cuda.synchronize
 
 
 def interleaved_times(
@@ -58,3 +76,9 @@ def interleaved_times(
                 for clock, timer in timers.items():
                     times[clock][name].append(timer() - start[clock])
     return times
+
+
+def median_ratio(times: Mapping[str, Sequence[float]], mine: str, theirs: str) -> float:
+    """The median of the per-repetition ratios ``mine / theirs`` of `interleaved_times`' seconds of one clock: both
+    sides of a ratio ran in the same repetition, so a drift in machine load cancels out of it."""
+    return statistics.median(a / b for a, b in zip(times[mine], times[theirs]))

@@ -34,12 +34,11 @@ import argparse
 import copy
 import statistics
 import tempfile
-import time
 from typing import Any
 
 import torch
 
-from eval_harness.bench.common import write_json
+from eval_harness.bench.common import check_clock, interleaved_times, median_ratio, write_json
 
 PROMPTS = [
     "Alice and Bob went to the store on a Monday and",
@@ -116,13 +115,6 @@ def _sides(parts: dict[str, Any], prompts: list[str], new_tokens: int) -> dict[s
     }
 
 
-def _time(fn: Any, clock: str) -> tuple[float, Any]:
-    now = time.thread_time if clock == "thread" else time.perf_counter
-    start = now()
-    result = fn()
-    return now() - start, result
-
-
 def run(
     *,
     hidden: int = 64,
@@ -155,8 +147,7 @@ def run(
         ``ratio_vs_hf_base``, ``merged_ratio_vs_hf_base`` (medians of per-repetition ratios) and ``same_ids``
         (numadapter == hf_adapted).
     """
-    if clock not in ("wall", "thread"):
-        raise ValueError(f"`clock` must be 'wall' or 'thread', got {clock!r}.")
+    check_clock(clock)
     if threads is not None:
         torch.set_num_threads(threads)
     prompts = [PROMPTS[i % len(PROMPTS)] for i in range(batch_size)]
@@ -170,19 +161,9 @@ def run(
     for name, ids in results.items():
         if any(len(row) != new_tokens for row in ids):
             raise RuntimeError(f"{name} generated {[len(r) for r in ids]} tokens, expected {new_tokens} per prompt.")
-    times: dict[str, list[float]] = {name: [] for name in SIDES}
-    for rep in range(repeats):
-        shift = rep % len(SIDES)
-        order = list(SIDES[shift:] + SIDES[:shift])
-        for name in order:
-            seconds, _ = _time(sides[name], clock)
-            times[name].append(seconds)
+    times = interleaved_times({name: sides[name] for name in SIDES}, repeats, clocks=[clock])[clock]
     tokens = batch_size * new_tokens
     per_token = {name: 1000 * statistics.median(ts) / tokens for name, ts in times.items()}
-
-    def ratio(mine: str, theirs: str) -> float:
-        return statistics.median(a / b for a, b in zip(times[mine], times[theirs]))
-
     return {
         "config": {
             "hidden": hidden,
@@ -197,10 +178,10 @@ def run(
             "params": sum(p.numel() for p in parts["base"].parameters()),
         },  # fmt: skip
         "ms_per_token": per_token,
-        "ratio_vs_hf_adapted": ratio("numadapter", "hf_adapted"),
-        "ratio_vs_hf_base": ratio("numadapter", "hf_base"),
-        "merged_ratio_vs_hf_base": ratio("numadapter_merged", "hf_base"),
-        "model_generate_ratio_vs_hf_base": ratio("model_generate", "hf_base"),
+        "ratio_vs_hf_adapted": median_ratio(times, "numadapter", "hf_adapted"),
+        "ratio_vs_hf_base": median_ratio(times, "numadapter", "hf_base"),
+        "merged_ratio_vs_hf_base": median_ratio(times, "numadapter_merged", "hf_base"),
+        "model_generate_ratio_vs_hf_base": median_ratio(times, "model_generate", "hf_base"),
         "same_ids": results["numadapter"] == results["hf_adapted"] == results["model_generate"],
     }
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -88,24 +87,21 @@ def ntl_work(ntl: Any, logits: torch.Tensor, labels: torch.Tensor, repeats: int,
     """Median wall / CPU seconds of exactly the work NTL adds inside `cross_entropy_and_ntl`.
 
     That is: gather the number columns, NTL forward, its (N, K) gradient, and the in-place add into a (reused)
-    gradient buffer. Timed alone because it is far below the run-to-run noise of a full CE pass on a shared machine.
+    gradient buffer. Timed alone because it is far below the run-to-run noise of a full CE pass on a shared machine
+    (`interleaved_times` with this one side, 3 untimed runs first).
     """
     flat = logits.detach().reshape(-1, logits.shape[-1])  # (N, V)
     buffer = torch.zeros_like(flat)
     ids = torch.tensor(ntl.number_token_ids, device=flat.device)
-    walls, cpus = [], []
-    for rep in range(repeats + 3):
-        sync()
-        wall, cpu = time.perf_counter(), time.process_time()
+
+    def work() -> None:
         sub = flat.index_select(1, ids).float().requires_grad_(True)  # (N, K)
         value = ntl._loss_from_columns(sub, None, labels, None, None)
         (grad_sub,) = torch.autograd.grad(value, sub)
         buffer.index_add_(1, ids, grad_sub)
-        sync()
-        if rep >= 3:
-            walls.append(time.perf_counter() - wall)
-            cpus.append(time.process_time() - cpu)
-    return statistics.median(walls), statistics.median(cpus)
+
+    times = interleaved_times({"ntl": work}, repeats, 3, CLOCKS, sync)
+    return statistics.median(times["wall"]["ntl"]), statistics.median(times["cpu"]["ntl"])
 
 
 def _with_ntl_work(summary: dict[str, Any], work: tuple[float, float]) -> dict[str, Any]:

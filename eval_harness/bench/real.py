@@ -46,7 +46,7 @@ from typing import Any
 
 import torch
 
-from eval_harness.bench.common import interleaved_times, write_json
+from eval_harness.bench.common import check_clock, interleaved_times, median_ratio, write_json
 
 SIDES = ("lora", "fone")
 METHODS = {"lora": "lora", "fone": "fone_context"}  # each side's harness arm: FoNE with every number a [NUM]
@@ -56,11 +56,6 @@ TASK = "quickstart_add"
 def _interleave(fns: dict[str, Callable[[], Any]], repeats: int, warmup: int, clock: str) -> dict[str, list[float]]:
     """Times every function once per repetition, in rotating order, after `warmup` untimed rounds (on the CPU)."""
     return interleaved_times(fns, repeats, warmup, [clock])[clock]
-
-
-def _ratio(times: dict[str, list[float]], mine: str, theirs: str) -> float:
-    """Median of the per-repetition ratios ``mine / theirs``."""
-    return statistics.median(a / b for a, b in zip(times[mine], times[theirs]))
 
 
 def build_side(name: str, base: str, workdir: str, places: tuple[int, int], seed: int = 0) -> Any:
@@ -174,8 +169,7 @@ def run(
     from eval_harness.bench.train_throughput import _feed, _trainer
     from eval_harness.tasks import get_task
 
-    if clock not in ("wall", "thread"):
-        raise ValueError(f"`clock` must be 'wall' or 'thread', got {clock!r}.")
+    check_clock(clock)
     if clock == "thread" and threads != 1:
         raise ValueError(f"clock='thread' times one thread's CPU time and needs threads=1, got threads={threads}.")
     for name, value in (("batch", batch), ("step_repeats", step_repeats), ("epoch_steps", epoch_steps),
@@ -216,7 +210,7 @@ def run(
         times = _interleave(fns, step_repeats, warmup, clock)
         out["train_step"] = {
             "median_s": {name: statistics.median(ts) for name, ts in times.items()},
-            "ratio": _ratio(times, "fone", "lora"),
+            "ratio": median_ratio(times, "fone", "lora"),
             "flops": flops,
             "flops_ratio": flops["fone"] / flops["lora"],
             "tokens_per_row": float(batches["fone"]["attention_mask"].sum(1).float().mean()),
@@ -234,7 +228,7 @@ def run(
         times = _interleave(blocks, epoch_repeats, warmup, clock)
         out["epoch"] = {
             "step_s": {name: statistics.median(ts) / epoch_steps for name, ts in times.items()},
-            "ratio": _ratio(times, "digits", "fone"),
+            "ratio": median_ratio(times, "digits", "fone"),
             "seq_len_mean": {"digits": fed["lora"]["seq_len_mean"], "fone": fed["fone"]["seq_len_mean"]},
             "train_format": {"digits": formats["lora"], "fone": formats["fone"]},
         }
@@ -274,9 +268,9 @@ def run(
         tokens = gen_batch * new_tokens
         out["generate"] = {
             "ms_per_token": {name: 1000 * statistics.median(ts) / tokens for name, ts in times.items()},
-            "ratio": _ratio(times, "adapted", "base"),
-            "ratio_to_lora": _ratio(times, "adapted", "lora"),
-            "lora_ratio": _ratio(times, "lora", "base"),
+            "ratio": median_ratio(times, "adapted", "base"),
+            "ratio_to_lora": median_ratio(times, "adapted", "lora"),
+            "lora_ratio": median_ratio(times, "lora", "base"),
             "same_ids": generated["adapted"] == generated["base"] == generated["lora"],
         }
 

@@ -34,7 +34,7 @@ import statistics
 import tempfile
 from typing import Any
 
-from eval_harness.bench.common import interleaved_times, write_json
+from eval_harness.bench.common import interleaved_times, median_ratio, write_json
 
 ENGINE = {"dtype": "float32", "enforce_eager": True, "max_model_len": 256, "seed": 0, "enable_prefix_caching": False}
 
@@ -164,10 +164,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     medians = {side: statistics.median(seconds) for side, seconds in times.items()}
-    ratios = {
-        f"plugin/{other}": statistics.median(p / o for p, o in zip(times["plugin"], times[other]))
-        for other in ("plain", "numadapter")
-    }
+    ratios = {f"plugin/{other}": median_ratio(times, "plugin", other) for other in ("plain", "numadapter")}
     result = {"prompts": len(prompts), "new_tokens": args.new_tokens, "repeats": args.repeats, "depth": args.depth,
               "tokens": counts, "num_tokens": num_counts,
               "seconds": medians, "ratios": ratios, "goal_plugin_over_plain": 1.10}  # fmt: skip

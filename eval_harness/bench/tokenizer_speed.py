@@ -16,12 +16,12 @@ Run: ``python -m eval_harness.bench.tokenizer_speed [--encoding fone] [--texts 2
 from __future__ import annotations
 
 import argparse
+import functools
 import random
 import statistics
-import time
 from typing import Any
 
-from eval_harness.bench.common import write_json
+from eval_harness.bench.common import interleaved_times, median_ratio, write_json
 from numadapter.testing.toy import WORDS, random_number
 
 
@@ -51,11 +51,10 @@ def train_tokenizer(vocab_size: int = 8000, seed: int = 1) -> Any:
     )
 
 
-def _encode_all(fn: Any, texts: list[str], batch_size: int, kwargs: dict[str, Any]) -> float:
-    start = time.perf_counter()
+def _encode_all(fn: Any, texts: list[str], batch_size: int, kwargs: dict[str, Any]) -> None:
+    """Encodes `texts` with `fn` in batches of `batch_size` (the work one side does in one repetition)."""
     for i in range(0, len(texts), batch_size):
         fn(texts[i : i + batch_size], **kwargs)
-    return time.perf_counter() - start
 
 
 def run(
@@ -95,17 +94,10 @@ def run(
     ntok = NumberTokenizer(tokenizer, config)
     kwargs = {"padding": padding, "return_tensors": return_tensors}
     sides = {"raw": tokenizer, "numadapter": ntok}
-    for _ in range(warmup):
-        for fn in sides.values():
-            _encode_all(fn, texts, batch_size, kwargs)
-    times: dict[str, list[float]] = {name: [] for name in sides}
-    for rep in range(repeats):
-        order = list(sides) if rep % 2 == 0 else list(sides)[::-1]
-        for name in order:
-            times[name].append(_encode_all(sides[name], texts, batch_size, kwargs))
+    fns = {name: functools.partial(_encode_all, fn, texts, batch_size, kwargs) for name, fn in sides.items()}
+    times = interleaved_times(fns, repeats, warmup)["wall"]
     megabytes = sum(len(t.encode("utf-8")) for t in texts) / 1e6
     median = {name: statistics.median(ts) for name, ts in times.items()}
-    ratios = [raw / num for raw, num in zip(times["raw"], times["numadapter"])]
     raw_tokens = sum(len(ids) for ids in tokenizer(texts)["input_ids"])
     return {
         "config": {
@@ -126,7 +118,7 @@ def run(
         "median_s": median,
         "texts_per_s": {name: n_texts / s for name, s in median.items()},
         "mb_per_s": {name: megabytes / s for name, s in median.items()},
-        "ratio": statistics.median(ratios),
+        "ratio": median_ratio(times, "raw", "numadapter"),
     }
 
 

@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from eval_harness.bench.common import interleaved_times, write_json
+from eval_harness.bench.common import check_clock, cuda_sync, interleaved_times, median_ratio, write_json
 
 VARIANTS = ("lora", "lora_tokens", "numadapter")
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -133,8 +133,7 @@ def run(
     on a machine shared with other jobs it measures the work of each step rather than the wait for a core.
     """
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if clock not in ("wall", "thread"):
-        raise ValueError(f"`clock` must be 'wall' or 'thread', got {clock!r}.")
+    check_clock(clock)
     if clock == "thread" and (device != "cpu" or threads != 1):
         raise ValueError(f"clock='thread' needs device='cpu' and threads=1, got device={device!r}, threads={threads}.")
     if threads is not None:
@@ -145,12 +144,9 @@ def run(
     data = make_batch(vocab, batch, seq, fraction, places, device)
     fns = {name: _step_fn(model, data, numbers=name == "numadapter") for name, model in models.items()}
     flops = {name: count_flops(fn) for name, fn in fns.items()}
-    sync = torch.cuda.synchronize if device.startswith("cuda") else None
-    times = interleaved_times(fns, repeats, warmup, [clock], sync)[clock]
+    times = interleaved_times(fns, repeats, warmup, [clock], cuda_sync(device))[clock]
     medians = {name: statistics.median(values) for name, values in times.items()}
-    ratios = {
-        name: statistics.median(a / b for a, b in zip(times[name], times["lora"])) for name in times if name != "lora"
-    }
+    ratios = {name: median_ratio(times, name, "lora") for name in times if name != "lora"}
     return {
         "setup": dict(device=device, encoding=encoding, vocab=vocab + 1, hidden=hidden, layers=layers, rank=rank,
                       batch=batch, seq=seq, fraction=fraction, tie=tie, dtype=dtype, repeats=repeats, clock=clock,

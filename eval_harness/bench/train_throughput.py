@@ -40,25 +40,20 @@ on a shared CPU machine ``--threads 1 --clock thread`` measures CPU time of the 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import statistics
 import tempfile
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
 from eval_harness.arms import get_method
-from eval_harness.bench.common import write_json
+from eval_harness.bench.common import check_clock, cuda_sync, interleaved_times, median_ratio, write_json
 
 DEFAULT_METHODS = ("fone", "digits", "subword")
-
-
-def _sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
 
 
 IDS_ONLY = ("input_ids", "attention_mask", "labels", "shift_labels")
@@ -198,8 +193,7 @@ def run(
     """
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     methods = list(methods)
-    if clock not in ("wall", "thread"):
-        raise ValueError(f"`clock` must be 'wall' or 'thread', got {clock!r}.")
+    check_clock(clock)
     if clock == "thread" and (device != "cpu" or threads != 1):
         raise ValueError(f"clock='thread' needs device='cpu' and threads=1, got device={device!r}, threads={threads}.")
     if reference not in methods:
@@ -225,19 +219,11 @@ def run(
         fns[sequence_name] = _trainer(ref["model"], ref["sequence"]["batches"], lr)
         parts[sequence_name] = {**ref, **ref["sequence"], "train_format": "sequence"}
         timed.append(sequence_name)
-    timer = time.perf_counter if clock == "wall" else time.thread_time
     for name in timed:
         fns[name](warmup)
-    times: dict[str, list[float]] = {name: [] for name in timed}
     n_batches = len(parts[methods[0]]["batches"])
-    for rep in range(repeats):
-        order = timed[rep % len(timed) :] + timed[: rep % len(timed)]
-        for name in order:
-            _sync(device)
-            start = timer()
-            fns[name](n_batches)
-            _sync(device)
-            times[name].append(timer() - start)
+    blocks = {name: functools.partial(fns[name], n_batches) for name in timed}
+    times = interleaved_times(blocks, repeats, clocks=[clock], sync=cuda_sync(device))[clock]
     n_train = prepared["task"].splits["train"]
     steps_per_epoch = math.ceil(n_train / batch_size)
     per_method = {}
@@ -254,16 +240,12 @@ def run(
             "epoch_s_estimate": block / n_batches * steps_per_epoch,
             "params": part["params"],
         }
-    ratios = {
-        f"{name}/{reference}": statistics.median(a / b for a, b in zip(times[name], times[reference]))
-        for name in timed
-        if name != reference
-    }
+    ratios = {f"{name}/{reference}": median_ratio(times, name, reference) for name in timed if name != reference}
     ceiling = sequence_ratio = None
     if ceiling_name in times and "digits" in times:
-        ceiling = statistics.median(a / b for a, b in zip(times["digits"], times[ceiling_name]))
+        ceiling = median_ratio(times, "digits", ceiling_name)
     if f"{reference}_sequence" in times and "digits" in times:
-        sequence_ratio = statistics.median(a / b for a, b in zip(times["digits"], times[f"{reference}_sequence"]))
+        sequence_ratio = median_ratio(times, "digits", f"{reference}_sequence")
     return {
         "setup": {"task": task, "methods": methods, "reference": reference, "model_size": model_size,
                   "batch_size": batch_size, "steps": n_batches, "repeats": repeats, "warmup": warmup,

@@ -30,21 +30,17 @@ DEFAULTS = {"fone_head_min_confidence": 0.0, "fone_head_digit_check": 0, "fone_e
 def parse_settings(text: str) -> list[dict[str, Any]]:
     """``"fone_head_digit_check=0;fone_head_digit_check=2,fone_head_min_confidence=0.5"`` -> one dict per setting
     (``;`` between settings, ``,`` between the fields of one; every field not named at its default, `DEFAULTS`; each
-    field read by `numadapter.integrations.command_line.parse_setting` with its reader in `GATES`)."""
-    from numadapter.integrations.command_line import parse_setting
+    field read by `numadapter.integrations.command_line.parse_settings` with its reader in `GATES`)."""
+    from numadapter.integrations import command_line
 
     settings = []
     for part in (p.strip() for p in text.split(";")):
-        if not part:
-            continue
-        setting = dict(DEFAULTS)
-        for item in part.split(","):
-            name, value = parse_setting(
-                item, GATES, flag="--gate-sweep", form="gate=number", example="fone_head_digit_check=2",
+        if part:
+            fields = command_line.parse_settings(
+                part.split(","), GATES, flag="--gate-sweep", form="gate=number", example="fone_head_digit_check=2",
                 error=argparse.ArgumentTypeError,
             )  # fmt: skip
-            setting[name] = value
-        settings.append(setting)
+            settings.append({**DEFAULTS, **fields})
     return settings
 
 

@@ -108,10 +108,9 @@ def overview(records: list[dict[str, Any]], families: list[str], out: Path) -> l
 
 def _plots(records: list[dict[str, Any]], families: list[str], out: Path) -> None:
     """``bars.png``: the final score per family and arm; ``curves.png``: exact match against training seconds."""
-    import matplotlib
+    from eval_harness.report import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     arms = sorted({r["arm"] for r in records})
     fig, axes = plt.subplots(len(families), 1, figsize=(max(6, 1.2 * len(arms)), 2.2 * len(families)), squeeze=False)

@@ -85,7 +85,8 @@ class Task:
     Attributes:
         name: registry name, e.g. ``"fone_int_add_6"``.
         description: one line for ``python -m eval_harness tasks``.
-        splits: split name -> default number of examples (the paper's sizes where the paper gives them).
+        splits: split name -> default number of examples (the paper's sizes where the paper gives them): by default
+            ``n_train``, ``n_valid``, ``n_test`` and, where the task has ``n_extrapolation``, ``test_extrapolation``.
         metrics: names of the metrics in `eval_harness.metrics` the source paper reports for this task.
         source: paper and section the task follows.
     """
@@ -98,11 +99,18 @@ class Task:
     description: str
     metrics: tuple[str, ...]
     source: str
+    n_train: int
+    n_valid: int
+    n_test: int
 
     @property
     def splits(self) -> Mapping[str, int]:
-        """Split name -> default number of examples."""
-        raise NotImplementedError
+        """Split name -> default number of examples, from the task's size fields (the generated tasks all have
+        them; a task with other splits, such as `JsonlTask`, overrides this)."""
+        sizes = {"train": self.n_train, "valid": self.n_valid, "test": self.n_test}
+        if hasattr(self, "n_extrapolation"):
+            sizes["test_extrapolation"] = self.n_extrapolation
+        return sizes
 
     def capacity(self, split: str) -> int | None:
         """The most examples `split` can hold without repeating a problem, or None when unbounded.

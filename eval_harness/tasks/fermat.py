@@ -148,10 +148,6 @@ class FermatTask(Task):
         if self.view not in VIEWS and self.view != "mixed":
             raise ValueError(f"`view` must be one of {[*VIEWS, 'mixed']}, got {self.view!r}.")
 
-    @property
-    def splits(self) -> dict[str, int]:
-        return {"train": self.n_train, "valid": self.n_valid, "test": self.n_test}
-
     def _generate(self, split: str, n: int, seed: int) -> list[Example]:
         # Templates come from a stream that depends on (seed, split) only, so problem i has the same template
         # in every view; the numbers come from a per-view stream.

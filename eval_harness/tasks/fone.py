@@ -28,13 +28,13 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from .base import Example, Task, canonical_number
-from .sampling import KeyedPermutation, derive_key, split_ranges, unrank_pairs, unrank_triple
+from .sampling import PermutedSpaceTask, unrank_pairs, unrank_triple
 
 _OPS = {"add": "+", "sub": "-", "mul": "*"}
 
 
 @dataclass(frozen=True, eq=False)
-class FoneArithmeticTask(Task):
+class FoneArithmeticTask(PermutedSpaceTask):
     """``a op b =`` with operands of up to `digits` digits (`frac_digits` of them after the point).
 
     Args:
@@ -63,23 +63,13 @@ class FoneArithmeticTask(Task):
             raise ValueError(f"`op` must be one of {sorted(_OPS)}, got {self.op!r}.")
         if self.digits < 1 or not 0 <= self.frac_digits < self.digits:
             raise ValueError(f"need digits >= 1 and 0 <= frac_digits < digits, got {self.digits}, {self.frac_digits}")
-        split_ranges(self.space_size, self.n_valid, self.n_test)  # validates that valid + test fit
-
-    @property
-    def splits(self) -> dict[str, int]:
-        return {"train": self.n_train, "valid": self.n_valid, "test": self.n_test}
+        super().__post_init__()
 
     @property
     def space_size(self) -> int:
         """Number of distinct unordered operand pairs: N(N+1)/2 with N = 10^digits values."""
         n_values = 10**self.digits
         return n_values * (n_values + 1) // 2
-
-    _capacity_hint = ", or build the task with larger n_valid/n_test (train gets every problem not in valid/test)"
-
-    def capacity(self, split: str) -> int:
-        start, stop = split_ranges(self.space_size, self.n_valid, self.n_test)[split]
-        return stop - start
 
     def _fmt(self, units: int) -> str:
         if self.frac_digits == 0:
@@ -90,9 +80,7 @@ class FoneArithmeticTask(Task):
         return f"{sign}{q}.{r:0{self.frac_digits}d}"
 
     def _generate(self, split: str, n: int, seed: int) -> list[Example]:
-        perm = KeyedPermutation(self.space_size, derive_key("fone", self.name, seed))
-        start, _ = split_ranges(self.space_size, self.n_valid, self.n_test)[split]
-        small, large = unrank_pairs(perm.range(start, start + n), 10**self.digits)
+        small, large = unrank_pairs(self._ranks("fone", split, n, seed), 10**self.digits)
         symbol = _OPS[self.op]
         out = []
         for lo, hi in zip(small.tolist(), large.tolist()):
@@ -124,7 +112,7 @@ def _decimal(units: int, frac_digits: int) -> Decimal:
 
 
 @dataclass(frozen=True, eq=False)
-class FoneClassificationTask(Task):
+class FoneClassificationTask(PermutedSpaceTask):
     """FoNE Appendix B: label of ``a*num1 + b*num2 + c*num3 - d > 0`` for sorted integers in [0, max_value].
 
     Args:
@@ -144,28 +132,13 @@ class FoneClassificationTask(Task):
     metrics: tuple[str, ...] = ("exact_match",)
     source: str = "FoNE Appendix B, Table 4"
 
-    def __post_init__(self) -> None:
-        split_ranges(self.space_size, self.n_valid, self.n_test)
-
-    @property
-    def splits(self) -> dict[str, int]:
-        return {"train": self.n_train, "valid": self.n_valid, "test": self.n_test}
-
     @property
     def space_size(self) -> int:
         """Number of sorted triples (multisets of size 3) of [0, max_value]: C(N+2, 3), N = max_value + 1."""
         return math.comb(self.max_value + 3, 3)
 
-    _capacity_hint = ", or build the task with larger n_valid/n_test (train gets every problem not in valid/test)"
-
-    def capacity(self, split: str) -> int:
-        start, stop = split_ranges(self.space_size, self.n_valid, self.n_test)[split]
-        return stop - start
-
     def _generate(self, split: str, n: int, seed: int) -> list[Example]:
-        perm = KeyedPermutation(self.space_size, derive_key("fone", self.name, seed))
-        start, _ = split_ranges(self.space_size, self.n_valid, self.n_test)[split]
-        ranks = perm.range(start, start + n)
+        ranks = self._ranks("fone", split, n, seed)
         out = []
         for rank in ranks.tolist():
             x, y, z = unrank_triple(int(rank), self.max_value + 1)

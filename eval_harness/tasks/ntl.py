@@ -59,15 +59,6 @@ class NtlMultiplicationTask(Task):
                 f"extra_digits={self.extra_digits}."
             )
 
-    @property
-    def splits(self) -> dict[str, int]:
-        return {
-            "train": self.n_train,
-            "valid": self.n_valid,
-            "test": self.n_test,
-            "test_extrapolation": self.n_extrapolation,
-        }
-
     def _draw(self, rng: random.Random, extrapolate: bool) -> tuple[str, Example]:
         if extrapolate:
             k, m = self.extra_digits, rng.randint(1, self.extra_digits)
@@ -174,15 +165,6 @@ class NtlQATask(Task):
     description: str = "integer arithmetic questions in words (+ - * /), DeepMind-mathematics style (NTL A.6)"
     metrics: tuple[str, ...] = ("exact_match", "mae", "mape")
     source: str = "NTL Sec. 4.1, Appendix A.6; templates in the style of DeepMind mathematics"
-
-    @property
-    def splits(self) -> dict[str, int]:
-        return {
-            "train": self.n_train,
-            "valid": self.n_valid,
-            "test": self.n_test,
-            "test_extrapolation": self.n_extrapolation,
-        }
 
     def _operands(self, rng: random.Random, op: str, extrapolate: bool) -> tuple[int, int, int]:
         """Return (a, b, exact result) for `op`."""

@@ -45,10 +45,6 @@ class QuickstartAdditionTask(Task):
                 f"need 1 <= min_digits <= max_digits, got min_digits={self.min_digits}, max_digits={self.max_digits}."
             )
 
-    @property
-    def splits(self) -> dict[str, int]:
-        return {"train": self.n_train, "valid": self.n_valid, "test": self.n_test}
-
     def _operand(self, rng: random.Random) -> int:
         digits = rng.randint(self.min_digits, self.max_digits)
         return rng.randint(10 ** (digits - 1) if digits > 1 else 0, 10**digits - 1)

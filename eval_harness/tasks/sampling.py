@@ -13,6 +13,7 @@ Two mechanisms, both reproducible across machines (no salted built-in ``hash``):
    hash falls in the requested split.
 
 Unranking helpers map an index to operands: `unrank_pairs` (a <= b) and `unrank_triple` (x <= y <= z).
+`PermutedSpaceTask` is the base of the tasks of the first kind (their split check, capacity and ranks).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 import numpy as np
+
+from .base import Task
 
 T = TypeVar("T")
 
@@ -99,6 +102,36 @@ def split_ranges(size: int, n_valid: int, n_test: int) -> dict[str, tuple[int, i
     if n_valid + n_test > size:
         raise ValueError(f"valid + test sizes ({n_valid} + {n_test}) exceed the {size} distinct problems.")
     return {"valid": (0, n_valid), "test": (n_valid, n_valid + n_test), "train": (n_valid + n_test, size)}
+
+
+class PermutedSpaceTask(Task):
+    """A task whose problems are the ranks ``0 .. space_size - 1`` of an enumeration (FoNE's operand pairs and
+    triples, xVal's expression trees), drawn through a `KeyedPermutation` cut by `split_ranges`: valid and test are
+    reserved first, train gets every remaining problem. A subclass (a dataclass with ``n_valid`` and ``n_test``)
+    defines `space_size` and calls ``super().__post_init__()`` after its own checks."""
+
+    _capacity_hint = ", or build the task with larger n_valid/n_test (train gets every problem not in valid/test)"
+
+    def __post_init__(self) -> None:
+        self._split_range("train")  # validates that valid + test fit the space
+
+    @property
+    def space_size(self) -> int:
+        """The number of distinct problems."""
+        raise NotImplementedError
+
+    def _split_range(self, split: str) -> tuple[int, int]:
+        return split_ranges(self.space_size, self.n_valid, self.n_test)[split]
+
+    def capacity(self, split: str) -> int:
+        start, stop = self._split_range(split)
+        return stop - start
+
+    def _ranks(self, family: str, split: str, n: int, seed: int) -> np.ndarray:
+        """The ranks of the first `n` problems of `split`: the split's range through the permutation keyed by
+        ``(family, name, seed)``."""
+        start, _ = self._split_range(split)
+        return KeyedPermutation(self.space_size, derive_key(family, self.name, seed)).range(start, start + n)
 
 
 def unrank_pairs(ranks: np.ndarray, n_values: int) -> tuple[np.ndarray, np.ndarray]:

@@ -24,7 +24,7 @@ from functools import cache
 import numpy as np
 
 from .base import Example, Task, canonical_number
-from .sampling import KeyedPermutation, derive_key, split_ranges
+from .sampling import PermutedSpaceTask
 
 _OPERATORS = ("+", "-", "*")
 _VALUES = 10_000  # 0.00 .. 99.99
@@ -69,7 +69,7 @@ def _evaluate(shape: Shape, leaves: list[Decimal], ops: list[str]) -> Decimal:
 
 
 @dataclass(frozen=True, eq=False)
-class XvalExpressionTask(Task):
+class XvalExpressionTask(PermutedSpaceTask):
     """Random expression trees with `operands` leaves, e.g. ``"(1.32*32.10)+(1.42-8.20)="`` -> ``"35.592"``.
 
     Args:
@@ -93,11 +93,7 @@ class XvalExpressionTask(Task):
             raise ValueError(
                 f"`operands` must be in [1, 4] (the index space must fit in 64 bits), got {self.operands}."
             )
-        split_ranges(self.space_size, self.n_valid, self.n_test)
-
-    @property
-    def splits(self) -> dict[str, int]:
-        return {"train": self.n_train, "valid": self.n_valid, "test": self.n_test}
+        super().__post_init__()
 
     @property
     def space_size(self) -> int:
@@ -105,19 +101,11 @@ class XvalExpressionTask(Task):
         k = self.operands
         return len(tree_shapes(k)) * len(_OPERATORS) ** (k - 1) * _VALUES**k
 
-    _capacity_hint = ", or build the task with larger n_valid/n_test (train gets every problem not in valid/test)"
-
-    def capacity(self, split: str) -> int:
-        start, stop = split_ranges(self.space_size, self.n_valid, self.n_test)[split]
-        return stop - start
-
     def _generate(self, split: str, n: int, seed: int) -> list[Example]:
         k = self.operands
         shapes = tree_shapes(k)
         templates = [_format_string(shape) + "=" for shape in shapes]
-        perm = KeyedPermutation(self.space_size, derive_key("xval", self.name, seed))
-        start, _ = split_ranges(self.space_size, self.n_valid, self.n_test)[split]
-        index = perm.range(start, start + n)  # (n,) uint64, decoded in mixed radix below
+        index = self._ranks("xval", split, n, seed)  # (n,) uint64, decoded in mixed radix below
         unit_cols = []
         for _ in range(k):
             unit_cols.append((index % np.uint64(_VALUES)).tolist())

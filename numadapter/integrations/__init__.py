@@ -12,8 +12,8 @@ command lines.
 - `launch`: the process state of a DDP / DeepSpeed launch (``torchrun``, ``accelerate launch``, CPU over gloo),
   DeepSpeed configs, and loading a base already partitioned.
 - `qlora`: a 4-bit base (bitsandbytes) with the number modules and [NUM] rows kept in float32.
-- `command_line`: ``name=value`` settings given on a command line (`parse_setting`), for the recipes' overrides and
-  the evaluation harness.
+- `command_line`: ``name=value`` settings given on a command line (`parse_setting`, `parse_settings`), for the
+  recipes' overrides and the evaluation harness.
 
 This file imports nothing.
 """

@@ -4,17 +4,21 @@ overrides), ``--set r=64`` and ``--gate-sweep`` of the evaluation harness.
 `parse_setting` splits one item at its first ``=`` and reads the value: as JSON where it is JSON (``64``, ``1e-3``,
 ``true``, ``null``, ``["q_proj", "v_proj"]``, ``{"a": 1}``), else as the text given; or with a reader the caller
 passes (the recipes read YAML); or with one reader per accepted name (``{"fone_head_digit_check": int}``). A bad item
-raises an error that names it, the form expected and a correct example. This module imports only the standard
-library.
+raises an error that names it, the form expected and a correct example. `parse_settings` reads a list of items into
+one dict (the harness's repeated ``--set``, the fields of one ``--gate-sweep`` setting). This module imports only the
+standard library.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-__all__ = ["parse_setting"]
+__all__ = ["parse_setting", "parse_settings"]
+
+
+Reader = Callable[[str], Any] | Mapping[str, Callable[[str], Any]] | None
 
 
 def _json_or_text(raw: str) -> Any:
@@ -26,7 +30,7 @@ def _json_or_text(raw: str) -> Any:
 
 def parse_setting(
     item: str,
-    read: Callable[[str], Any] | Mapping[str, Callable[[str], Any]] | None = None,
+    read: Reader = None,
     *,
     flag: str = "setting",
     form: str = "name=value",
@@ -66,3 +70,21 @@ def parse_setting(
         return name, reader(raw)
     except ValueError as exc:
         raise error(f"{flag} {item!r}: {raw!r} is not a valid value of {name} ({exc}); e.g. {example}.") from exc
+
+
+def parse_settings(
+    items: Iterable[str],
+    read: Reader = None,
+    *,
+    flag: str = "setting",
+    form: str = "name=value",
+    example: str = "name=1",
+    error: type[Exception] = ValueError,
+) -> dict[str, Any]:
+    """``["r=64", "fone_projection=pad"]`` -> ``{"r": 64, "fone_projection": "pad"}``: every item read by
+    `parse_setting` with these arguments, in order, so a name given twice keeps its last value.
+
+    Raises:
+        error: at the first bad item, with `parse_setting`'s message.
+    """
+    return dict(parse_setting(item, read, flag=flag, form=form, example=example, error=error) for item in items)

@@ -1,5 +1,6 @@
 """numadapter.integrations.command_line.parse_setting: one ``name=value`` item split and its value read (JSON or
-text, a caller's reader, or one reader per accepted name); a bad item raises an error naming it, the form and a fix."""
+text, a caller's reader, or one reader per accepted name); a bad item raises an error naming it, the form and a fix.
+parse_settings: a list of items as one dict."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import argparse
 
 import pytest
 
-from numadapter.integrations.command_line import parse_setting
+from numadapter.integrations.command_line import parse_setting, parse_settings
 
 
 def test_values_are_json_where_they_are_json_and_text_otherwise():
@@ -64,3 +65,19 @@ def test_the_error_class_is_the_callers():
     with pytest.raises(argparse.ArgumentTypeError, match="'check=x'") as info:
         parse_setting("check=x", {"check": int}, error=argparse.ArgumentTypeError)
     assert isinstance(info.value.__cause__, ValueError)  # the reader's own error stays attached
+
+
+def test_a_list_of_items_is_one_dict_the_last_value_of_a_name_kept():
+    items = ["r=64", "fone_projection=pad", 'target_modules=["q_proj"]', "r=8"]
+    assert parse_settings(items) == {"r": 8, "fone_projection": "pad", "target_modules": ["q_proj"]}
+    assert parse_settings([]) == {}
+    gates = {"check": int, "confidence": float}
+    assert parse_settings(["check=2", "confidence=0.5"], gates) == {"check": 2, "confidence": 0.5}
+
+
+def test_a_list_with_a_bad_item_raises_the_callers_error_naming_that_item():
+    with pytest.raises(ValueError) as info:
+        parse_settings(["r=64", "r64"], flag="--set", form="KEY=VALUE", example="r=64")
+    assert str(info.value) == "--set 'r64' must look like KEY=VALUE, e.g. r=64."
+    with pytest.raises(argparse.ArgumentTypeError, match=r"^--gate 'check=two': 'two' is not a valid value of check"):
+        parse_settings(["check=two"], {"check": int}, flag="--gate", error=argparse.ArgumentTypeError)

@@ -4,7 +4,7 @@ SmolLM2-135M, the library's FoNE defaults (context head, K = 4), LoRA r=16 on ev
 trained on a mix of sums ("a + b =", which the head can form from the numbers before it) and x1000 conversions
 ("a km in metres =", which it cannot), then greedy generation on 100 held-out prompts of each kind.
 
-    python eval_harness/scripts/confidence.py [STEPS]
+    python scripts/experiments/confidence.py [STEPS]
 
 Writes ``eval_harness/results/pretrained_study/confidence/result.json``: per kind, exact match, and the confidences
 of right and wrong answers.
@@ -28,7 +28,7 @@ from trl import SFTConfig
 import numadapter
 from numadapter import NumberAdapterConfig, NumberSFTTrainer, NumberTokenizer, get_peft_model
 
-RECORDS = Path(__file__).resolve().parents[1] / "results" / "pretrained_study" / "confidence"
+RECORDS = Path(__file__).resolve().parents[2] / "eval_harness" / "results" / "pretrained_study" / "confidence"
 
 
 def rows(kind: str, n: int, seed: int, exclude: set[str]) -> list[dict[str, str]]:

@@ -2,7 +2,7 @@
 ways: trained briefly through `NumberSFTTrainer`, exported with `export_merged`, then 40 held-out prompts answered by
 `numadapter.generate` on the adapter, `numadapter.generate` on `load_exported(DIR)`, and transformers'
 ``pipeline("text-generation")`` on ``AutoModelForCausalLM.from_pretrained(DIR)`` after ``import numadapter``. Prints
-the MAPE of each and how many texts agree. Usage: ``python eval_harness/scripts/xval_export_check.py [STEPS]``
+the MAPE of each and how many texts agree. Usage: ``python scripts/experiments/xval_export_check.py [STEPS]``
 (default 40; works under /tmp/xvx).
 """
 

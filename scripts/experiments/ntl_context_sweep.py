@@ -2,7 +2,7 @@
 (`tests/numadapter/methods/fone/test_context_head_real.py`): 8 `NumberSFTTrainer` steps of 16 additions on
 SmolLM2-135M, LoRA r=8 on q/v at 1e-3, 40 held-out sums.
 
-    python eval_harness/scripts/ntl_context_sweep.py WEIGHT SEED LABEL
+    python scripts/experiments/ntl_context_sweep.py WEIGHT SEED LABEL
 
 Run it from a checkout: the code of that checkout is what is measured (LABEL names it in the output line, which
 ``eval_harness/results/pretrained_study/ntl_context/sweep.jsonl`` collects).
@@ -25,7 +25,7 @@ from numadapter import NumberAdapterConfig, NumberSFTTrainer, NumberTokenizer, g
 from numadapter.data.arithmetic import addition_examples
 from numadapter.evaluation import answer_metrics, generate_answers
 
-RECORDS = Path(__file__).resolve().parents[1] / "results" / "pretrained_study" / "ntl_context"
+RECORDS = Path(__file__).resolve().parents[2] / "eval_harness" / "results" / "pretrained_study" / "ntl_context"
 
 
 def main(weight: float, seed: int, label: str) -> dict:
