@@ -321,18 +321,22 @@ class _Run:
         self.load.append(os.getloadavg()[0])
 
 
+def _predictions(run: _Run, examples: Sequence[Example], encoded: EncodedSet, budget: int) -> Predictions:
+    """The run's answers to `examples` by its own prediction path: `numadapter.generate` for a run of the product
+    train path, else the method's (`eval_harness.arms.predict.predict`); `budget` new tokens at most."""
+    spec = run.spec
+    if spec.train_path == "product":
+        return predict_product(run, examples, budget)
+    return predict(
+        run.method, run.built, encoded, [e.target for e in examples],
+        batch_size=spec.eval_batch_size, device=spec.device, max_new_tokens=budget,
+    )  # fmt: skip
+
+
 def _valid_exact_match(run: _Run, encoded: EncodedSet, examples: list[Example]) -> float:
     """Exact match of the run's predictions on the validation examples (the run's own prediction path)."""
-    spec = run.spec
-    targets = [e.target for e in examples]
-    if run.spec.train_path == "product":
-        preds = predict_product(run, examples, _max_new_tokens(run.train))
-    else:
-        preds = predict(
-            run.method, run.built, encoded, targets,
-            batch_size=spec.eval_batch_size, device=spec.device, max_new_tokens=_max_new_tokens(run.train),
-        )  # fmt: skip
-    return M.exact_match(preds.texts, targets).value
+    preds = _predictions(run, examples, encoded, _max_new_tokens(run.train))
+    return M.exact_match(preds.texts, [e.target for e in examples]).value
 
 
 def _valid_point(run: _Run, valid: tuple[EncodedSet, list[Example]] | None, epoch: int) -> dict[str, Any]:
@@ -458,15 +462,7 @@ def _predict_split(run: _Run, examples: Sequence[Example], split: str) -> tuple[
     _sync(spec.device)
     start = time.perf_counter()
     # a budget, not a hint: long enough for the split's longest answer too (extrapolation answers are longer)
-    budget = max(_max_new_tokens(run.train), _max_new_tokens(encoded))
-    if run.product is not None:
-        preds = predict_product(run, examples, budget)
-        _sync(spec.device)
-        return preds, time.perf_counter() - start
-    preds = predict(
-        run.method, built, encoded, [e.target for e in examples],
-        batch_size=spec.eval_batch_size, device=spec.device, max_new_tokens=budget,
-    )  # fmt: skip
+    preds = _predictions(run, examples, encoded, max(_max_new_tokens(run.train), _max_new_tokens(encoded)))
     _sync(spec.device)
     return preds, time.perf_counter() - start
 

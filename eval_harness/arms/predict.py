@@ -24,6 +24,7 @@ from eval_harness.arms import Method
 from eval_harness.arms.encode import EncodedSet
 from eval_harness.arms.models import Built
 from eval_harness.tasks.base import canonical_number
+from numadapter.evaluation import generate_answers
 from numadapter.methods.fone.embedding import digits_to_strings
 
 
@@ -147,22 +148,6 @@ def _generate_plain(
     return texts
 
 
-def _generate_numadapter(built: Built, prompts: list[str], batch_size: int, max_new_tokens: int) -> list[str]:
-    from numadapter import generate
-
-    texts: list[str] = []
-    for start in _batches(len(prompts), batch_size, "predict (numadapter.generate)"):
-        out = generate(
-            built.model,
-            built.number_tokenizer,
-            prompts[start : start + batch_size],
-            max_new_tokens=max_new_tokens,
-            return_dict=True,
-        )
-        texts += out.completions
-    return texts
-
-
 def predict(
     method: Method,
     built: Built,
@@ -218,7 +203,9 @@ def predict(
                 )
             return Predictions(raw, list(raw), path)
         if method.backend == "numadapter":
-            texts = _generate_numadapter(built, encoded.prompts, batch_size, max_new_tokens)
+            texts = generate_answers(
+                built.model, built.number_tokenizer, encoded.prompts, max_new_tokens, batch_size, progress=False
+            )
             path = "numadapter.generation.generate, greedy, first number of the completion" + reason
         else:
             texts = _generate_plain(built, encoded, batch_size, device, max_new_tokens)

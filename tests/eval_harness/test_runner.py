@@ -363,7 +363,9 @@ def test_head_path_falls_back_to_generation_loudly_when_an_answer_is_not_one_num
     enc = codec.encode(examples)
     assert enc.one_number_answers().tolist() == [True, False]
     generated = []
-    monkeypatch.setattr(P, "_generate_numadapter", lambda built, prompts, *a: generated.extend(prompts) or ["0"] * 2)
+    monkeypatch.setattr(
+        P, "generate_answers", lambda model, ntok, prompts, *a, **k: generated.extend(prompts) or ["0"] * 2
+    )
     built = Built(_OracleFoNE(config.int_digits, config.frac_digits), codec, ntok.tokenizer, ntok, config)
     with pytest.warns(UserWarning, match=r"1 of 2 are not, first row 1: '1024.5'"):
         preds = predict(get_method("fone"), built, enc, ["3.75", "1024.5"], batch_size=2, device="cpu",
