@@ -31,7 +31,6 @@ from eval_harness.arms.sizes import TABLE6, LoraSettings
 if TYPE_CHECKING:
     from eval_harness.runner import RunSpec
 
-PLOTS = ("train_size", "model_size")
 ALL_SCRATCH = tuple(name for name, m in METHODS.items() if "scratch" in m.regimes)
 ADAPTER_METHODS = ("lora", "fone", "fone_feature", "xval", "digits_ntl_was", "digits_agg")
 

@@ -474,8 +474,9 @@ def probe(base: str, out: Path, n: int = 3000, n_fit: int = 2500, every: int = 3
 
 def report(out: Path) -> str:
     """Writes ``<out>/README.md`` (one table per task) and ``<out>/curves.png``; returns the markdown."""
-    records = [json.loads(p.read_text()) for p in sorted(out.glob("*/*.json"))]
-    records = [r for r in records if "arm" in r and "curve" in r]  # arms only (cli_recipe/ holds a CLI run)
+    from eval_harness.suite.report import load
+
+    records = load(out)  # arms only (cli_recipe/ holds a CLI run)
     lines = ["# Pretrained-base study: SmolLM2-135M-Instruct, 3-4 digit operands", "",
              "Written by `python -m eval_harness.study report` from the JSON records beside it.", ""]  # fmt: skip
     for task in sorted({r["task"] for r in records}):

@@ -13,7 +13,6 @@ lies within xVal's clip of 5), which `Family.arm_config` hands to the arms.
 
 from __future__ import annotations
 
-import ast
 import json
 import random
 import re
@@ -192,9 +191,6 @@ def in_words(n: int) -> str:
 def words_to_digits(rng: random.Random) -> Problem:
     value = _digits(rng, 1, 6)
     return f"Write in digits: {in_words(value)}.", f" {value}"
-
-
-OPERATORS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*"}
 
 
 def _expression(rng: random.Random) -> tuple[str, list[str], int]:

@@ -144,8 +144,8 @@ def _after_training(args: argparse.Namespace, facts: Any, unseen: list[dict[str,
     from eval_harness.suite.gates import sweep
 
     steps = []
-    if args.retention:
-        steps.append(_facts_scorer(facts, unseen))
+    if args.retention:  # the retention score on the facts the arm did not train on
+        steps.append(lambda model, ntok: facts.score_facts(model, ntok, unseen))
     if args.gate_sweep:
         refs = [r["completion"] for r in held]
         steps.append(sweep([r["prompt"] for r in held], refs, max_new_tokens, args.gate_sweep))
@@ -156,16 +156,6 @@ def _after_training(args: argparse.Namespace, facts: Any, unseen: list[dict[str,
 
     def after(model: Any, ntok: Any) -> dict[str, Any]:
         return {key: value for step in steps for key, value in step(model, ntok).items()}
-
-    return after
-
-
-def _facts_scorer(facts: Any, unseen: list[dict[str, str]]) -> Any:
-    """``after(model, ntok)``: the retention score of a trained adapter on the facts `unseen` (looked up in `facts`
-    when called)."""
-
-    def after(model: Any, ntok: Any) -> dict[str, Any]:
-        return facts.score_facts(model, ntok, unseen)
 
     return after
 
@@ -184,22 +174,19 @@ def _answers(held: list[dict[str, str]], max_new_tokens: int, equations: bool = 
 
         model.eval()
         rows = []
-        for start in range(0, len(held), 100):
-            chunk = held[start : start + 100]
-            out = generate(model, ntok, [r["prompt"] for r in chunk], max_new_tokens=max_new_tokens,
-                           return_dict=True)  # fmt: skip
-            for row, text, confidences, combinations in zip(chunk, out.completions, out.confidences,
-                                                            out.combinations):  # fmt: skip
-                wrote, expected = last_number(text), last_number(row["completion"])
-                rows.append({
-                    "prompt": row["prompt"], "reference": row["completion"], "completion": text,
-                    "right": wrote is not None and wrote == expected,
-                    "by_head": bool(confidences) and confidences[-1] is not None,
-                    "combination": list(combinations[-1]) if combinations and combinations[-1] else None,
-                })  # fmt: skip
-                if equations:
-                    written = equations_in(text)
-                    rows[-1].update(equations_written=len(written), equations_right=sum(e.right for e in written))
+        out = generate(model, ntok, [r["prompt"] for r in held], max_new_tokens=max_new_tokens, return_dict=True,
+                       batch_size=100)  # fmt: skip
+        for row, text, confidences, combinations in zip(held, out.completions, out.confidences, out.combinations):
+            wrote, expected = last_number(text), last_number(row["completion"])
+            rows.append({
+                "prompt": row["prompt"], "reference": row["completion"], "completion": text,
+                "right": wrote is not None and wrote == expected,
+                "by_head": bool(confidences) and confidences[-1] is not None,
+                "combination": list(combinations[-1]) if combinations and combinations[-1] else None,
+            })  # fmt: skip
+            if equations:
+                written = equations_in(text)
+                rows[-1].update(equations_written=len(written), equations_right=sum(e.right for e in written))
         if not equations:
             return {"answers": rows}
         return {**equation_score(r["completion"] for r in rows), "answers": rows}

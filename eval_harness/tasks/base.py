@@ -25,8 +25,6 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-STANDARD_SPLITS = ("train", "valid", "test")
-
 
 def canonical_number(value: Decimal | int) -> str:
     """Canonical exact text of a number: no exponent, no leading/trailing zeros, "-0" -> "0".

@@ -71,7 +71,7 @@ def test_eight_thousand_and_two_hundred_distinct_disjoint_rows():
 
 
 def _fake_generate(calls: list, completions: dict[str, str]):
-    def generate(model, ntok, prompts, max_new_tokens, return_dict):
+    def generate(model, ntok, prompts, max_new_tokens, return_dict, batch_size=None):
         calls.append((list(prompts), max_new_tokens))
         return types.SimpleNamespace(completions=[completions.get(p, " 1") for p in prompts],
                                      confidences=[[None] for _ in prompts],
