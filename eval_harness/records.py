@@ -1,10 +1,12 @@
 """The parts of a result file that do not depend on training: metrics, data statistics, samples, environment.
 
-`eval_harness.runner` assembles one result per run from these; `clean` makes any result strict JSON.
+`eval_harness.runner` assembles one result per run from these; `write_json` writes it as strict JSON (`clean`),
+as `eval_harness.bench` writes its ``bench.json``.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import platform
@@ -80,15 +82,18 @@ def environment(device: str) -> dict[str, Any]:
         env["device_name"] = torch.cuda.get_device_name(torch.device(device))
     else:
         env["device_name"] = platform.processor() or platform.machine()
+    return {**env, **git_commit()}
+
+
+def git_commit() -> dict[str, str]:
+    """``{"git_commit": <hash>}`` of the checkout this package runs from, ``{}`` where it has no ``.git`` directory
+    to read (the result files and the benchmarks' ``bench.json`` record which code made them)."""
     try:
         head = Path(__file__).resolve().parents[1] / ".git" / "HEAD"
         ref = head.read_text().strip()
-        if ref.startswith("ref: "):
-            ref = (head.parent / ref[5:]).read_text().strip()
-        env["git_commit"] = ref
+        return {"git_commit": (head.parent / ref[5:]).read_text().strip() if ref.startswith("ref: ") else ref}
     except OSError:
-        pass
-    return env
+        return {}
 
 
 def samples(examples: Sequence[Example], preds: Predictions) -> list[dict[str, str]]:
@@ -112,6 +117,12 @@ def clean(value: Any) -> Any:
     return str(value)
 
 
+def write_json(path: Path, value: Any) -> None:
+    """Writes `value` to `path` as strict JSON (`clean`), indented by 2, with a final newline: the one writer of the
+    runner's result files and the benchmarks' ``bench.json``."""
+    path.write_text(json.dumps(clean(value), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+
+
 def errors(examples: Sequence[Example], preds: Predictions, limit: int = MAX_ERRORS) -> list[dict[str, str]]:
     """The first `limit` examples whose prediction is not an exact match (`eval_harness.metrics.exact_match`)."""
     wrong = []
@@ -123,4 +134,7 @@ def errors(examples: Sequence[Example], preds: Predictions, limit: int = MAX_ERR
     return wrong
 
 
-__all__ = ["RESULT_SCHEMA", "clean", "environment", "errors", "number_stats", "samples", "split_metrics"]
+__all__ = [
+    "RESULT_SCHEMA", "clean", "environment", "errors", "git_commit", "number_stats", "samples", "split_metrics",
+    "write_json",
+]  # fmt: skip

@@ -433,7 +433,7 @@ def run_group(
         for result in results:
             path = Path(out_dir) / result["experiment"] / f"{result['run_id']}.json"
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(R.clean(result), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+            R.write_json(path, result)
             timing, em = result["timing"], result["metrics"]["exact_match"]["value"]
             extra = "".join(
                 f"  {split} EM {100 * part['metrics']['exact_match']['value']:6.2f}%"

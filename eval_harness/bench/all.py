@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib
-import json
 import math
 import os
 import platform
@@ -52,6 +51,7 @@ from typing import Any
 import torch
 
 from eval_harness.bench.common import check_clock
+from eval_harness.records import git_commit, write_json
 
 BENCHMARKS = (
     "table_tokens", "tokenizer_speed", "train_step", "ntl_overhead", "generate_speed", "train_throughput",
@@ -236,26 +236,7 @@ def machine_info(device: str | None = None) -> dict[str, Any]:
         else (platform.processor() or platform.machine()),
         "load_avg": list(os.getloadavg()),
     }
-    try:
-        head = Path(__file__).resolve().parents[2] / ".git" / "HEAD"
-        ref = head.read_text().strip()
-        info["git_commit"] = (head.parent / ref[5:]).read_text().strip() if ref.startswith("ref: ") else ref
-    except OSError:
-        pass
-    return info
-
-
-def _clean(value: Any) -> Any:
-    """JSON-safe copy: non-finite floats become None, tuples lists, other objects their str."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    if value is None or isinstance(value, (str, int, bool)):
-        return value
-    return str(value)
+    return {**info, **git_commit()}
 
 
 def _fmt_target(row: dict[str, Any]) -> str:
@@ -360,7 +341,7 @@ def run_all(
         log(f"=== {name} done in {entry['seconds']:.1f} s")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "bench.json").write_text(json.dumps(_clean(report), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    write_json(out / "bench.json", report)
     (out / "bench.md").write_text(to_markdown(report), encoding="utf-8")
     log("\n" + "\n".join(line for line in to_markdown(report).splitlines() if line.startswith("|")))
     log(f"\nwrote {out / 'bench.json'} and {out / 'bench.md'}")
