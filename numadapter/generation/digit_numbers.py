@@ -71,6 +71,8 @@ class DigitNumbers:
         self.marks = dict(marks or {})
         self.encode = encode
         self.then: dict[int, list[int]] = {}  # row -> the tokens its next steps write, in order (`write_next`)
+        self.closes: set[int] = set()  # rows whose queued tokens end a number (`write_next(closes=True)`)
+        self.closed: set[int] = set()  # rows that wrote the last of those tokens at the latest step
         self.prompt_texts: dict[int, str] = {}  # row -> the end of its prompt's text (decoded once, when first read)
         self.head_texts: list[list[str]] = [[] for _ in range(rows)]  # per row, the text of each [NUM] it wrote
         self.ids: list[list[int]] = [[] for _ in range(rows)]
@@ -115,11 +117,18 @@ class DigitNumbers:
         """The token of ``"%"`` (None where the tokenizer has no such token)."""
         return self.marks.get("%")
 
-    def write_next(self, row: int, *tokens: int) -> None:
-        """Makes `row`'s next steps write `tokens`, one a step, whatever the model chooses (`take_next`)."""
+    def write_next(self, row: int, *tokens: int, closes: bool = False) -> None:
+        """Makes `row`'s next steps write `tokens`, one a step, whatever the model chooses (`take_next`). With
+        `closes` they end a number (a value written as text): the step after the last of them may not continue
+        it (`take_closed`)."""
         self.then.setdefault(row, []).extend(tokens)
+        if closes:
+            self.closes.add(row)
         if not self.then[row]:
             del self.then[row]
+            if closes:  # the number ended at this step's token
+                self.closes.discard(row)
+                self.closed.add(row)
 
     def take_next(self, rows: Sequence[int]) -> dict[int, int]:
         """The next token `write_next` set for each of `rows` that has one (``{row: token}``), taken off its queue."""
@@ -130,7 +139,22 @@ class DigitNumbers:
                 taken[row] = queue.pop(0)
                 if not queue:
                     del self.then[row]
+                    if row in self.closes:
+                        self.closes.discard(row)
+                        self.closed.add(row)
         return taken
+
+    def take_closed(self, rows: Sequence[int]) -> list[int]:
+        """Those of `rows` whose latest token ended a number `write_next` wrote (``closes``), known no more: call it
+        before `take_next` at each step."""
+        closed = [row for row in rows if row in self.closed]
+        self.closed.difference_update(closed)
+        return closed
+
+    def continues(self, token: int) -> bool:
+        """Whether `token` written right after a number would continue it: its text starts with a digit (``"0"``
+        after ``"174254976"``; a [NUM]'s number is written apart)."""
+        return token != self.num_token_id and self.decode([token])[:1].isdigit()
 
     def spell(self, before: str, number: str, token: int) -> list[int] | None:
         """The base tokenizer's ids of `number` (its text) written after the text `before` where the model chose

@@ -49,6 +49,8 @@ from numadapter.tuner.side_buffer import NumberInputs
 FIELDS = ("mask", "digits", "sign", "values")
 # fone_digit_answers > 0: the least probability of [NUM] at a digit number's start for the head to take it over
 TAKEOVER_NUM_PROBABILITY = 0.1
+# the most tokens chosen again after a value written as text until one does not continue it (`_not_continuing`)
+CLOSE_TRIES = 20
 
 
 @dataclass
@@ -325,6 +327,29 @@ def _in_digits(
     return _with_rows(chosen, rows, chooser(barred, t))
 
 
+def _not_continuing(
+    digit_numbers: DigitNumbers,
+    logits: torch.Tensor,
+    chooser: TokenChooser,
+    t: int,
+    chosen: torch.Tensor,
+    tokens: list[int],
+    rows: list[int],
+) -> tuple[torch.Tensor, list[int]]:
+    """On `rows`, a token that would continue the number just written (`DigitNumbers.continues`: ``"0"`` after
+    ``"174254976"`` makes another number) is chosen again without it, up to `CLOSE_TRIES` times (greedy: the best
+    token that does not continue it; sampling: a draw among those). ``(chosen [B], tokens)``."""
+    for row in rows:
+        barred = logits
+        for _ in range(CLOSE_TRIES):
+            if not digit_numbers.continues(tokens[row]):
+                break
+            barred = barred.clone()
+            barred[row, tokens[row]] = float("-inf")
+            chosen, tokens = _with_rows(chosen, [row], chooser(barred, t))
+    return chosen, tokens
+
+
 def _with_rows(chosen: torch.Tensor, rows: list[int], new: torch.Tensor) -> tuple[torch.Tensor, list[int]]:
     """`chosen` ``[B]`` with `rows` taken from `new` ``[B]``: ``(tokens [B], the same as a list)``."""
     pick = torch.zeros_like(chosen, dtype=torch.bool)
@@ -379,11 +404,14 @@ def choose_step(
     """
     chosen = chooser(step.logits, t)  # (B,)
     digit_numbers = getattr(reader, "digit_numbers", None)
+    closed = digit_numbers.take_closed(active) if digit_numbers is not None else []
     forced = digit_numbers.take_next(active) if digit_numbers is not None else {}
     if forced:  # what the expression check writes after a value (the "%" of a sum of shares, a value's text)
         chosen, tokens = _with_tokens(chosen, forced)
     else:
         tokens = chosen.tolist()  # the one host sync of the step
+    if closed:  # a value the expression check wrote as text just ended: the next token may not continue it
+        chosen, tokens = _not_continuing(digit_numbers, step.logits, chooser, t, chosen, tokens, closed)
     free = [row for row in active if row not in forced]  # the rows whose token the number rules may still change
     if reader is not None:  # the pointer head: the key of the token this step fed
         reader.step_keys(step.hidden, active, first=t == 0)
@@ -400,7 +428,7 @@ def choose_step(
         if first:
             chosen, tokens = _with_tokens(chosen, first)
         for row, ids in check.text.items():
-            reader.digit_numbers.write_next(row, *ids[1:])
+            reader.digit_numbers.write_next(row, *ids[1:], closes=True)
         for row, token in check.then.items():
             reader.digit_numbers.write_next(row, token)
     if reader is not None:  # numbers the model wrote in digits join the context (fone_numbers="answers")

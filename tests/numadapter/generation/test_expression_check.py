@@ -7,7 +7,7 @@ import pytest
 import torch
 from helpers.adapter_cases import Store
 from helpers.answers_cases import SUMS_ONLY
-from helpers.generation_cases import copy_latest_number, num_first, number_writer
+from helpers.generation_cases import copy_latest_number, num_first, number_writer, output_rows
 
 from numadapter.config import NumberAdapterConfig
 from numadapter.evaluation import equations_in
@@ -16,6 +16,7 @@ from numadapter.generation.digit_numbers import DigitNumbers
 from numadapter.generation.expression_check import check_expressions, checks_expressions
 from numadapter.generation.readout import NumberReader
 from numadapter.numbers import ExactNumber
+from numadapter.tuner.patches import base_weight
 
 PROMPTS = ["What is 7 + 8 =", "Then 9 - 4 =", "What is 7 * 8 ="]
 NUM = 99  # the [NUM] id of a fake vocabulary whose other ids are one character each
@@ -272,6 +273,37 @@ def test_generation_writes_a_value_past_int_digits_as_text(tmp_path):
     assert out.token_ids[0][: len(text)] == text, out.completions
     assert out.completions[0].startswith(" 11000"), out.completions
     assert [e.right for e in equations_in(prompt + out.completions[0])] == [True], out.completions
+
+
+def test_the_token_after_a_value_written_as_text_does_not_continue_it(tmp_path):
+    """Through `generate`, with an LM whose first choice is the digit '5' wherever it would write [NUM]: the check
+    writes "11000" (the LM's '5' started it), and the next token is not '5' (that would write 110005, a wrong
+    equation) but the LM's best token that does not start with a digit."""
+    store = Store(str(tmp_path))
+    settings = {**SUMS_ONLY, "fone_expression_check": True, "int_digits": 4}
+    model, ntok = number_writer(store, copy_latest_number, False, **settings)
+    prompt = "Then 9000 + 2000 ="
+    num_first(model, ntok, [prompt])
+    five = ntok.tokenizer.convert_tokens_to_ids("5")
+    with torch.no_grad():
+        base_weight(model.base_model.model.get_output_embeddings())[five] = output_rows(model)[0] * 1.05
+    text = ntok.tokenizer.encode("11000", add_special_tokens=False)
+    out = generate(model, ntok, [prompt], max_new_tokens=len(text) + 3, return_dict=True)
+    ids = out.token_ids[0]
+    assert ids[: len(text)] == text and five in ids[len(text) + 1 :], out.completions  # '5' is still its choice
+    assert ids[len(text)] != five and not ntok.tokenizer.decode([ids[len(text)]])[:1].isdigit(), out.completions
+    assert equations_in(prompt + out.completions[0])[0].right, out.completions
+
+
+def test_a_closing_value_marks_the_step_after_its_last_token():
+    """`write_next(closes=True)`: `take_closed` names the row at the step after the queue's last token, once."""
+    numbers = DigitNumbers(1, lambda ids: "".join(map(chr, ids)), _row, True, NUM)
+    numbers.write_next(0, ord("1"), ord("2"), closes=True)
+    steps = []
+    for _ in range(4):
+        steps.append((numbers.take_closed([0]), numbers.take_next([0])))
+    assert steps == [([], {0: ord("1")}), ([], {0: ord("2")}), ([0], {}), ([], {})]
+    assert numbers.continues(ord("7")) and not numbers.continues(ord(" ")) and not numbers.continues(NUM)
 
 
 @pytest.mark.parametrize("sign_policy", ["text", "feature"])

@@ -21,7 +21,7 @@ import pytest
 import torch
 from helpers.adapter_cases import Store
 from helpers.answers_cases import SUMS_ONLY
-from helpers.generation_cases import PROMPTS, copy_latest_number, number_writer
+from helpers.generation_cases import PROMPTS, copy_latest_number, num_first, number_writer
 
 from numadapter.export import export_merged, load_exported
 from numadapter.generation import generate
@@ -36,16 +36,21 @@ def store(tmp_path_factory) -> Store:
     return Store(str(tmp_path_factory.mktemp("vllm_requests")))
 
 
-def serve(served: ServedExport, model: torch.nn.Module, prompt: str, decisions: int) -> NumberRequest:
+def serve(
+    served: ServedExport, model: torch.nn.Module, prompt: str, decisions: int, most: int | None = None
+) -> NumberRequest:
     """Runs a `NumberRequest` for `prompt` as vLLM would, with the plain transformers `model`, until it has chosen
-    `decisions` tokens by numadapter's rules and forced every digit and space they need."""
+    `decisions` tokens by numadapter's rules and forced every digit and space they need, or forced `most` tokens (a
+    request that writes [NUM] after [NUM] always has a number's digits left to force)."""
     tokenizer = served.ntok.tokenizer
     ids = tokenizer(prompt)["input_ids"]
     request = NumberRequest(served, ids, SimpleNamespace(temperature=0.0, max_tokens=None), tokenizer.eos_token_id)
     sequence, captured = list(ids), []
     hook = model.get_output_embeddings().register_forward_pre_hook(lambda module, args: captured.append(args[0]))
     try:
-        while len(request.chosen) < decisions or request.queue or request.digits:
+        while (len(request.chosen) < decisions or request.queue or request.digits) and (
+            most is None or len(request.forced) < most
+        ):
             with torch.no_grad():
                 embeddings = model.get_input_embeddings()(torch.tensor(sequence))  # (T, H)
                 for position, token in enumerate(sequence):
@@ -109,3 +114,31 @@ def test_a_prompt_holding_the_num_token_is_ended(store, tmp_path):
     eos = served.ntok.tokenizer.eos_token_id
     request = NumberRequest(served, [5, served.num_id, 6], SimpleNamespace(temperature=0.0, max_tokens=8), eos)
     assert request.refused and request.next_token(torch.zeros(10), torch.zeros(4)) == eos
+
+
+@pytest.mark.parametrize(
+    ("prompt", "written"),
+    [
+        ("Then 3 - 8 =", "-5"),  # the minus token first, then the head's 5
+        ("Then 25% + 5% =", "30%"),  # the head's 30, then the forced "%"
+        ("Then 9000 + 2000 =", "11000"),  # past int_digits=4: the value's text, forced token by token
+    ],
+)
+def test_requests_write_the_expression_checks_tokens(tmp_path, prompt, written):
+    """The expression check's own tokens (a minus sign, a share's "%", a value past int_digits as text) are chosen
+    by the plugin's request exactly as `numadapter.generate` chooses them on the export, and its text reads the
+    expression's value."""
+    store = Store(str(tmp_path / "store"))
+    settings = {**SUMS_ONLY, "fone_expression_check": True, "int_digits": 4, "sign_policy": "text"}
+    model, ntok = number_writer(store, copy_latest_number, False, **settings)
+    num_first(model, ntok, [prompt])
+    export_merged(model, ntok, str(tmp_path / "export"))
+    exported, exported_ntok = load_exported(str(tmp_path / "export"))
+    ours = generate(exported, exported_ntok, [prompt], max_new_tokens=NEW, return_dict=True)
+    assert ours.completions[0].lstrip().startswith(written), ours.completions
+    served = ServedExport.load(tmp_path / "export", exported.get_base_model().config)
+    ids, num = ours.token_ids[0], served.num_id
+    exact = ids.index(num) + 2 if num in ids else len(ids)  # through the token after the first [NUM]
+    request = serve(served, exported.get_base_model(), prompt, exact, most=4 * NEW)
+    assert [c.token for c in request.chosen][:exact] == ids[:exact]
+    assert served.ntok.tokenizer.decode(request.forced, skip_special_tokens=True).lstrip().startswith(written)
