@@ -305,10 +305,10 @@ class NumberAdapterConfig(LoraConfig):
             the model's own) ends in an expression and "=" (``48 + 24 =``, ``25% * $80 = $``), the number generation
             writes next is the expression's value: the head writes it where it forms it from the numbers before it
             (the combination the expression names, or a chain of its operations on them, whatever combination the
-            head itself would have chosen; rounded half-up at frac_digits, a negative value with its sign); where it
-            does not (a number of the expression not in its context, past int_digits), the LM writes the number in
-            digits, never a head number that differs from the expression. False leaves every choice to the head and
-            the LM.
+            head itself would have chosen; rounded half-up at frac_digits, a negative value with its sign; a value
+            past int_digits as text, in the base's tokens); where it does not (a number of the expression not in
+            its context), the LM writes the number in digits, never a head number that differs from the expression.
+            False leaves every choice to the head and the LM.
         fone_head_in_use (`bool`, defaults to None): in answers mode, whether the head writes numbers. None (not
             decided: a model never trained by `NumberSFTTrainer`) and True use it; False writes no [NUM]: the
             tokenizer keeps every answer in digits and the model's [NUM] logit is -inf (training, `generate`,
