@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from numadapter.numbers import find_numbers
+from numadapter.tokenization.expressions import CURRENCY
 
 # characters that may continue a number just written ("1," -> "1,000", "2." -> "2.5", "3e" -> "3e5", "4-" -> a date)
 _MAY_CONTINUE = frozenset(",._'eE+-")
@@ -25,6 +26,11 @@ _MAY_CONTINUE = frozenset(",._'eE+-")
 _NUM_PLACEHOLDER = "\x00"
 # the characters of a prompt's end that `DigitNumbers.text_so_far` keeps (an expression before "=" is far shorter)
 PROMPT_TAIL = 400
+
+
+def _glued(text: str) -> bool:
+    """Whether what is written after `text` needs no space of its own: `text` ends in a space or a currency sign."""
+    return text[-1:].isspace() or text[-1:] in CURRENCY
 
 
 def _stops(char: str) -> bool:
@@ -109,8 +115,7 @@ class DigitNumbers:
     def minus_id(self, text: str) -> int | None:
         """The token that writes a minus sign after `text`: ``"-"`` after a space or a currency sign, else ``" -"``
         (as the tokenizer splits ``"= -8"``); None where the tokenizer has no such token."""
-        glued = text[-1:].isspace() or text[-1:] in "$€£"
-        return self.marks.get("-" if glued else " -")
+        return self.marks.get("-" if _glued(text) else " -")
 
     @property
     def percent_id(self) -> int | None:
@@ -124,11 +129,8 @@ class DigitNumbers:
         self.then.setdefault(row, []).extend(tokens)
         if closes:
             self.closes.add(row)
-        if not self.then[row]:
-            del self.then[row]
-            if closes:  # the number ended at this step's token
-                self.closes.discard(row)
-                self.closed.add(row)
+        if not self.then[row]:  # nothing queued: what it closes ended at this step's token
+            self._emptied(row)
 
     def take_next(self, rows: Sequence[int]) -> dict[int, int]:
         """The next token `write_next` set for each of `rows` that has one (``{row: token}``), taken off its queue."""
@@ -138,11 +140,15 @@ class DigitNumbers:
             if queue:
                 taken[row] = queue.pop(0)
                 if not queue:
-                    del self.then[row]
-                    if row in self.closes:
-                        self.closes.discard(row)
-                        self.closed.add(row)
+                    self._emptied(row)
         return taken
+
+    def _emptied(self, row: int) -> None:
+        """`row`'s queue is spent: it goes, and a number it was closing is marked ended (`take_closed`)."""
+        del self.then[row]
+        if row in self.closes:
+            self.closes.discard(row)
+            self.closed.add(row)
 
     def take_closed(self, rows: Sequence[int]) -> list[int]:
         """Those of `rows` whose latest token ended a number `write_next` wrote (``closes``), known no more: call it
@@ -164,7 +170,7 @@ class DigitNumbers:
         if self.encode is None:
             return None
         if token == self.num_token_id:
-            lead = "" if before[-1:].isspace() or before[-1:] in "$€£" else " "
+            lead = "" if _glued(before) else " "
         else:
             piece = self.decode([token])
             lead = piece[: len(piece) - len(piece.lstrip(" "))]

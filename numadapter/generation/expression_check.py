@@ -118,14 +118,6 @@ def formed_value(reader: object, row: int, expression: OpenExpression) -> ExactN
     return ExactNumber.parse(-magnitude if target < 0 else magnitude)
 
 
-def head_value(reader: object, row: int, expression: OpenExpression) -> ExactNumber | None:
-    """The number the head writes as a [NUM] on `row` for `expression`: `formed_value` where it fits
-    ``int_digits``, else None."""
-    number = formed_value(reader, row, expression)
-    config = reader.config
-    return number if number is not None and number.fits(config.int_digits, config.frac_digits) else None
-
-
 def check_expressions(reader: object, tokens: list[int], active: list[int], num_id: int) -> ExpressionCheck:
     """The check on the `active` rows whose chosen token (`tokens`, every row's) is [NUM] (`num_id`) or starts a
     number in digits (see the module docstring). Reads the text before this step's token: call it before the

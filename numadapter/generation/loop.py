@@ -339,12 +339,11 @@ def _not_continuing(
     """On `rows`, a token that would continue the number just written (`DigitNumbers.continues`: ``"0"`` after
     ``"174254976"`` makes another number) is chosen again without it, up to `CLOSE_TRIES` times (greedy: the best
     token that does not continue it; sampling: a draw among those). ``(chosen [B], tokens)``."""
+    barred = logits.clone()
     for row in rows:
-        barred = logits
         for _ in range(CLOSE_TRIES):
             if not digit_numbers.continues(tokens[row]):
                 break
-            barred = barred.clone()
             barred[row, tokens[row]] = float("-inf")
             chosen, tokens = _with_rows(chosen, [row], chooser(barred, t))
     return chosen, tokens
