@@ -27,6 +27,12 @@ the sign. A value the head forms that needs more than ``int_digits`` integer pla
 ones (`numadapter.generation.digit_numbers.DigitNumbers.spell`). Where the head does not form the value (a number of
 the expression that is not in its context, a product where the head forms none), a [NUM] is written in the LM's
 digits instead: the head's number could only be another value than the expression's.
+
+Where the text ends in a number and an operator instead (``25 *``, ``240 miles +``: `operand_follows`), the number
+written next is an operand, which a solution restates from before (or writes as a constant it knows, ``* 60``) and
+does not compute: there the head writes only a copy of one of the numbers before it (`not_copies`), and the LM writes
+any other operand in digits. Without this, the head's likeliest combination becomes the operand (``25 * 829440000``
+after ``28800 mugs``: 28800 squared), and each line of a loop grows the numbers the next one reads.
 """
 
 from __future__ import annotations
@@ -44,9 +50,9 @@ from numadapter.methods.fone.answer_mode import head_left_out
 from numadapter.methods.fone.context_settings import products_for_head
 from numadapter.methods.fone.modes import get_head_mode
 from numadapter.numbers import ExactNumber
-from numadapter.tokenization.expressions import OpenExpression, open_expression
+from numadapter.tokenization.expressions import OpenExpression, open_expression, operand_follows
 
-__all__ = ["ExpressionCheck", "check_expressions", "checks_expressions", "with_values"]
+__all__ = ["ExpressionCheck", "check_expressions", "checks_expressions", "not_copies", "with_values"]
 
 
 @dataclass
@@ -61,6 +67,8 @@ class ExpressionCheck:
         then: row -> the token the row writes right after its value (the ``%`` of a sum of shares).
         text: row -> the token ids of a value past ``int_digits`` written as text: the first is this step's token,
             the others the row's next steps'.
+        operands: the rows whose [NUM] is an expression's operand (`operand_follows`): the head writes a copy there
+            or the LM writes it in digits (`not_copies`).
     """
 
     values: dict[int, ExactNumber] = field(default_factory=dict)
@@ -68,6 +76,7 @@ class ExpressionCheck:
     minus: dict[int, int] = field(default_factory=dict)
     then: dict[int, int] = field(default_factory=dict)
     text: dict[int, list[int]] = field(default_factory=dict)
+    operands: list[int] = field(default_factory=list)
 
 
 def checks_expressions(reader: object) -> bool:
@@ -131,6 +140,8 @@ def check_expressions(reader: object, tokens: list[int], active: list[int], num_
         text = digit_numbers.text_so_far(row)
         expression = open_expression(text)
         if expression is None:
+            if token == num_id and operand_follows(text):
+                check.operands.append(row)
             continue
         percent = digit_numbers.percent_id
         if expression.percent and percent is None:  # no "%" to write after it: the value itself
@@ -155,6 +166,21 @@ def check_expressions(reader: object, tokens: list[int], active: list[int], num_
         elif token == num_id:
             check.in_digits.append(row)
     return check
+
+
+def not_copies(reader: object, prediction: Prediction, rows: list[int]) -> list[int]:
+    """The `rows` (operands, `ExpressionCheck.operands`) where the number the head would write (``prediction.digits
+    [B, P]`` and ``sign [B]``) is none of the row's numbers before it (``reader.memory``: ``[B, K, P]`` place digits,
+    empty slots left out): the LM writes those in digits instead."""
+    if not rows:
+        return []
+    numbers = reader.memory.numbers
+    index = torch.tensor(rows, dtype=torch.long, device=numbers.digits.device)
+    digits = prediction.digits.index_select(0, index).to(numbers.digits.device)  # (N, P)
+    sign = prediction.sign.index_select(0, index).to(numbers.sign.device)  # (N,)
+    same = (numbers.digits[index] == digits[:, None]).all(-1) & numbers.valid[index]  # (N, K)
+    same &= numbers.sign[index] == sign[:, None]
+    return [row for row, copied in zip(rows, same.any(-1).tolist()) if not copied]
 
 
 def with_values(

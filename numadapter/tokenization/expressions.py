@@ -34,7 +34,7 @@ from decimal import Context, Decimal
 from fractions import Fraction
 from typing import NamedTuple
 
-__all__ = ["Equation", "OpenExpression", "equation_score", "equations_in", "open_expression"]
+__all__ = ["Equation", "OpenExpression", "equation_score", "equations_in", "open_expression", "operand_follows"]
 
 CURRENCY = "$€£"
 _NUMBER = r"(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?"
@@ -46,6 +46,11 @@ _OPERATORS = {"+": "+", "-": "-", "*": "*", "x": "*", "×": "*", "/": "/", "÷":
 _PLACES = Context(prec=60)  # a non-terminating quotient as a Decimal: 60 significant digits
 # an "=" (not part of "==", "<=", ">=", "!=") and what may follow it before its result: spaces, a currency sign and a
 # minus sign (``= -``, ``= $-``: the result's sign written already)
+# a number, then an operator, at the end of a text (an operand is written next): the operator right after the number
+# (``25 *``, ``12-``), or after up to three words of its unit and a space (``240 miles +``; not ``x``, not a hyphen)
+_OPEN_OPERAND = re.compile(
+    rf"[{CURRENCY}]?{_NUMBER}%?(?:[ \t]*[-+*/x×÷]|(?:[ \t]+[A-Za-z']+){{1,3}}[ \t]+[-+*/×÷])[ \t]*[{CURRENCY}]?[ \t]*$"
+)
 _OPEN_EQUALS = re.compile(rf"(?<![=<>!])=[ \t]*[{CURRENCY}]?[ \t]*(?P<minus>-?)[ \t]*[{CURRENCY}]?[ \t]*$")
 
 
@@ -253,6 +258,13 @@ def open_expression(text: str) -> OpenExpression | None:
     written = tuple(_number(number.rstrip("%")) for number in parser.numbers)
     minus = bool(match.group("minus"))
     return OpenExpression(value, numbers, written, frozenset(parser.operations), minus, shares)
+
+
+def operand_follows(text: str) -> bool:
+    """Whether `text` ends in a number and an operator, so that the number written next is an operand of an
+    expression (``"... 25 * "``, ``"She walked 240 miles + "``, ``"$12-"``), not a result: generation's
+    expression check lets the head write only a copy there (`numadapter.generation.expression_check`)."""
+    return _OPEN_OPERAND.search(text) is not None
 
 
 def equations_in(text: str) -> list[Equation]:

@@ -94,6 +94,15 @@ def copy_latest_number(model) -> None:
         head.coefficients.bias.copy_(torch.tensor([-30.0, -30.0, 30.0] + [-30.0, 30.0, -30.0] * (count - 1)))
 
 
+def sum_latest_two(model) -> None:
+    """Sets a FoNE context head to write the sum of the two latest numbers before it (coefficient +1 on both)."""
+    head = model.base_model.number_modules["default"].head
+    count = head.context_numbers
+    with torch.no_grad():
+        head.coefficients.weight.zero_()
+        head.coefficients.bias.copy_(torch.tensor([-30.0, -30.0, 30.0] * 2 + [-30.0, 30.0, -30.0] * (count - 2)))
+
+
 def number_writer(store, choose, digits_too: bool, **settings):
     """A random llama (seed 0) in answers mode whose head's choice `choose(model)` sets, made to emit [NUM]; with
     `digits_too`, its digit token '5' scores almost as high as [NUM], so that sampled among the top 2 it writes numbers

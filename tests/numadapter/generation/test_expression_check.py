@@ -7,14 +7,15 @@ import pytest
 import torch
 from helpers.adapter_cases import Store
 from helpers.answers_cases import SUMS_ONLY
-from helpers.generation_cases import copy_latest_number, num_first, number_writer, output_rows
+from helpers.generation_cases import copy_latest_number, num_first, number_writer, output_rows, sum_latest_two
 
 from numadapter.config import NumberAdapterConfig
 from numadapter.evaluation import equations_in
 from numadapter.generation import generate
 from numadapter.generation.digit_numbers import DigitNumbers
-from numadapter.generation.expression_check import check_expressions, checks_expressions
+from numadapter.generation.expression_check import check_expressions, checks_expressions, not_copies
 from numadapter.generation.readout import NumberReader
+from numadapter.methods.base import Prediction
 from numadapter.numbers import ExactNumber
 from numadapter.tuner.patches import base_weight
 
@@ -322,3 +323,44 @@ def test_generation_writes_a_negative_value_with_its_sign(tmp_path, sign_policy)
         assert out.token_ids[0][0] == ntok.num_token_id, out.completions
     assert out.completions[0].lstrip().startswith("-5"), out.completions
     assert [e.right for e in equations_in("Then 3 - 8 =" + out.completions[0])] == [True], out.completions
+
+
+def _head_number(value: int) -> Prediction:
+    """A one-row head prediction that writes `value` (int_digits=4, frac_digits=1)."""
+    digits = torch.tensor([ExactNumber.parse(value).place_digits(4, 1)])
+    return Prediction(digits, torch.ones(1, dtype=torch.long), torch.tensor([float(value)], dtype=torch.float64))
+
+
+def test_an_operand_is_a_copy_of_a_number_before_it_or_the_lms_digits():
+    """After "48 + # *" (# the head's 24) a [NUM] is an operand: the head may write 48 or 24 there (copies), not 72
+    (their sum) nor 7 (no number before it); a digit the LM starts, or a [NUM] after no operator, is no operand."""
+    reader = _reader("Q: 48 pens.", "so 48 + # * ", products=False)
+    check = check_expressions(reader, [NUM], [0], NUM)
+    assert check.operands == [0] and not check.values and not check.in_digits
+    assert [not_copies(reader, _head_number(value), [0]) for value in (48, 24, 72, 7)] == [[], [], [0], [0]]
+    assert not check_expressions(reader, [ord("5")], [0], NUM).operands
+    assert not check_expressions(_reader("Q: 48 pens.", "so 48 pens and ", products=False), [NUM], [0], NUM).operands
+
+
+@pytest.mark.parametrize(("choose", "head_writes"), [(copy_latest_number, True), (sum_latest_two, False)])
+def test_generation_writes_an_operand_only_as_a_copy(tmp_path, choose, head_writes):
+    """Through `generate`, after "3 apples and 8 pears, so 3 +": a head that copies the latest number writes the
+    operand (3); one that sums the two latest would write 11, a number the text never had, so the LM writes the
+    operand in digits instead (with the check off, the head's 11)."""
+    store = Store(str(tmp_path))
+    model, ntok = number_writer(store, choose, False, **{**SUMS_ONLY, "fone_expression_check": True})
+    prompt = "She has 3 apples and 8 pears, so 3 +"
+    num_first(model, ntok, [prompt])
+    out = generate(model, ntok, [prompt], max_new_tokens=2, return_dict=True)
+    first = out.token_ids[0][0]
+    if head_writes:
+        assert first == ntok.num_token_id and float(_first_head_number(out, 0).to_float()) == 3.0, out.completions
+    else:
+        assert first != ntok.num_token_id and ntok.tokenizer.decode([first]).strip().isdigit(), out.completions
+        config = model.peft_config["default"]
+        config.fone_expression_check = ntok.config.fone_expression_check = False
+        try:
+            off = generate(model, ntok, [prompt], max_new_tokens=2, return_dict=True)
+        finally:
+            config.fone_expression_check = ntok.config.fone_expression_check = True
+        assert off.token_ids[0][0] == ntok.num_token_id and float(_first_head_number(off, 0).to_float()) == 11.0

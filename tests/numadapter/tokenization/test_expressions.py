@@ -10,7 +10,7 @@ from fractions import Fraction
 import pytest
 
 from numadapter.evaluation import equation_score, equations_in
-from numadapter.tokenization.expressions import open_expression
+from numadapter.tokenization.expressions import open_expression, operand_follows
 
 RIGHT = ["48/2 = 24", "720 * 60 = 43,200", "1/2 * 50 = 25", "25% * $80 = $20", "$1,200 + $300 = $1,500",
          "10/3 = 3.33", "10/3 = 3.3", "3 * 12 * 5 = 180", "6 x 7 = 42", "(3 + 4) * 2 = 14", "3 - 10 = -7",
@@ -93,3 +93,24 @@ def test_open_expression_reads_numbers_operations_a_written_minus_and_shares():
     assert open_expression("-5 + 3 =").operations == {"+", "-"}  # the unary minus is a subtraction too
     for text in ("x = -", "5 = -", "4 / 0 = ", "2 + 2 = -1"):
         assert open_expression(text) is None, text
+
+
+@pytest.mark.parametrize(
+    ("text", "follows"),
+    [
+        ("In 25 days it makes 25 * ", True),
+        ("She walked 240 miles + ", True),  # the number's unit between it and the operator
+        ("It costs $12-", True),
+        ("3 x ", True),
+        ("half of it: 1/", True),
+        ("costs $4.50 + $", True),  # the operand's currency sign written already
+        ("is 30% * ", True),
+        ("The COVID-", False),  # a hyphen glued to a word
+        ("she has 3 apples", False),
+        ("so 5 + 3 = ", False),  # a result follows, not an operand
+        ("the box x ", False),  # "x" after a word is no operator
+        ("a - ", False),  # no number before it
+    ],
+)
+def test_operand_follows_a_number_and_an_operator(text, follows):
+    assert operand_follows(text) is follows

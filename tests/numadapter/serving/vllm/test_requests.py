@@ -21,7 +21,7 @@ import pytest
 import torch
 from helpers.adapter_cases import Store
 from helpers.answers_cases import SUMS_ONLY
-from helpers.generation_cases import PROMPTS, copy_latest_number, num_first, number_writer
+from helpers.generation_cases import PROMPTS, copy_latest_number, num_first, number_writer, sum_latest_two
 
 from numadapter.export import export_merged, load_exported
 from numadapter.generation import generate
@@ -142,3 +142,22 @@ def test_requests_write_the_expression_checks_tokens(tmp_path, prompt, written):
     request = serve(served, exported.get_base_model(), prompt, exact, most=4 * NEW)
     assert [c.token for c in request.chosen][:exact] == ids[:exact]
     assert served.ntok.tokenizer.decode(request.forced, skip_special_tokens=True).lstrip().startswith(written)
+
+
+def test_requests_leave_an_operand_the_head_would_compute_to_the_lm(tmp_path):
+    """After "so 3 +" a head that sums the two latest numbers would write 11 as the operand; the expression check
+    has the LM write it in digits instead, and the plugin's request chooses the same tokens as `generate` on the
+    export."""
+    store = Store(str(tmp_path / "store"))
+    model, ntok = number_writer(store, sum_latest_two, False, **{**SUMS_ONLY, "fone_expression_check": True})
+    prompt = "She has 3 apples and 8 pears, so 3 +"
+    num_first(model, ntok, [prompt])
+    export_merged(model, ntok, str(tmp_path / "export"))
+    exported, exported_ntok = load_exported(str(tmp_path / "export"))
+    ours = generate(exported, exported_ntok, [prompt], max_new_tokens=4, return_dict=True)
+    served = ServedExport.load(tmp_path / "export", exported.get_base_model().config)
+    ids = ours.token_ids[0]
+    assert ids[0] != served.num_id and served.ntok.tokenizer.decode(ids[:1]).strip().isdigit(), ours.completions
+    exact = ids.index(served.num_id) + 2 if served.num_id in ids else len(ids)  # through the token after a [NUM]
+    request = serve(served, exported.get_base_model(), prompt, exact, most=16)
+    assert [c.token for c in request.chosen][:exact] == ids[:exact]
