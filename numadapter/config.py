@@ -308,8 +308,9 @@ class NumberAdapterConfig(LoraConfig):
             head itself would have chosen; rounded half-up at frac_digits, a negative value with its sign; a value
             past int_digits as text, in the base's tokens); where it does not (a number of the expression not in
             its context), the LM writes the number in digits, never a head number that differs from the expression.
-            After a number and an operator (``25 *``) the head writes an operand only as a copy of a number before
-            it; the LM writes any other operand in digits. False leaves every choice to the head and the LM.
+            After a number and an operator (``25 *``), or anywhere but after "=" once the model wrote an equation,
+            the head writes a number only as a copy of one before it; the LM writes any other in digits. False
+            leaves every choice to the head and the LM.
         fone_head_in_use (`bool`, defaults to None): in answers mode, whether the head writes numbers. None (not
             decided: a model never trained by `NumberSFTTrainer`) and True use it; False writes no [NUM]: the
             tokenizer keeps every answer in digits and the model's [NUM] logit is -inf (training, `generate`,
@@ -521,8 +522,8 @@ class NumberAdapterConfig(LoraConfig):
         default=True,
         metadata={
             "help": "fone_numbers='answers': in generation, the number after a written 'expression =' is the "
-            "expression's value, through the head where it forms it, else in the LM's digits; an operand after "
-            "'number operator' is the head's only as a copy of a number before it."
+            "expression's value, through the head where it forms it, else in the LM's digits; an operand, or any "
+            "number not after '=' once the model wrote an equation, is the head's only as a copy."
         },
     )
     fone_head_in_use: bool | None = field(

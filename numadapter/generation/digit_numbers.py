@@ -110,7 +110,11 @@ class DigitNumbers:
         of the number the head wrote there (`wrote`): the text a reader of the output sees."""
         if row not in self.prompt_texts:
             self.prompt_texts[row] = self.decode(self.prompts[row])[-PROMPT_TAIL:] if self.prompts[row] else ""
-        return self.prompt_texts[row] + self._text(self.ids[row], self.head_texts[row])
+        return self.prompt_texts[row] + self.generated_text(row)
+
+    def generated_text(self, row: int) -> str:
+        """`row`'s generated text alone (`text_so_far` without the prompt's end)."""
+        return self._text(self.ids[row], self.head_texts[row])
 
     def minus_id(self, text: str) -> int | None:
         """The token that writes a minus sign after `text`: ``"-"`` after a space or a currency sign, else ``" -"``

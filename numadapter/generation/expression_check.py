@@ -28,11 +28,13 @@ ones (`numadapter.generation.digit_numbers.DigitNumbers.spell`). Where the head 
 the expression that is not in its context, a product where the head forms none), a [NUM] is written in the LM's
 digits instead: the head's number could only be another value than the expression's.
 
-Where the text ends in a number and an operator instead (``25 *``, ``240 miles +``: `operand_follows`), the number
-written next is an operand, which a solution restates from before (or writes as a constant it knows, ``* 60``) and
-does not compute: there the head writes only a copy of one of the numbers before it (`not_copies`), and the LM writes
-any other operand in digits. Without this, the head's likeliest combination becomes the operand (``25 * 829440000``
-after ``28800 mugs``: 28800 squared), and each line of a loop grows the numbers the next one reads.
+Anywhere else the head writes only a copy of one of the numbers before it (`not_copies`), and the LM writes any other
+number in digits, where the text ends in a number and an operator (``25 *``, ``240 miles +``: `operand_follows`), or
+where the model's own text already holds an equation (``expression = number``): there the number is an operand, which a
+solution restates from before (or writes as a constant it knows, ``* 60``), or a number of its prose, and training
+marked only the results after "=" and the restatements of the head's own numbers as [NUM]
+(`numadapter.tokenization.equations`). Without this, the head's likeliest combination becomes the operand
+(``25 * 829440000`` after ``28800 mugs``: 28800 squared), and each line of a loop grows the numbers the next one reads.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from numadapter.methods.fone.answer_mode import head_left_out
 from numadapter.methods.fone.context_settings import products_for_head
 from numadapter.methods.fone.modes import get_head_mode
 from numadapter.numbers import ExactNumber
-from numadapter.tokenization.expressions import OpenExpression, open_expression, operand_follows
+from numadapter.tokenization.expressions import OpenExpression, equations_in, open_expression, operand_follows
 
 __all__ = ["ExpressionCheck", "check_expressions", "checks_expressions", "not_copies", "with_values"]
 
@@ -67,8 +69,8 @@ class ExpressionCheck:
         then: row -> the token the row writes right after its value (the ``%`` of a sum of shares).
         text: row -> the token ids of a value past ``int_digits`` written as text: the first is this step's token,
             the others the row's next steps'.
-        operands: the rows whose [NUM] is an expression's operand (`operand_follows`): the head writes a copy there
-            or the LM writes it in digits (`not_copies`).
+        copies_only: the rows whose [NUM] is an operand (`operand_follows`) or follows an equation the model wrote,
+            not after "expression =": the head writes a copy there or the LM writes it in digits (`not_copies`).
     """
 
     values: dict[int, ExactNumber] = field(default_factory=dict)
@@ -76,7 +78,7 @@ class ExpressionCheck:
     minus: dict[int, int] = field(default_factory=dict)
     then: dict[int, int] = field(default_factory=dict)
     text: dict[int, list[int]] = field(default_factory=dict)
-    operands: list[int] = field(default_factory=list)
+    copies_only: list[int] = field(default_factory=list)
 
 
 def checks_expressions(reader: object) -> bool:
@@ -140,8 +142,8 @@ def check_expressions(reader: object, tokens: list[int], active: list[int], num_
         text = digit_numbers.text_so_far(row)
         expression = open_expression(text)
         if expression is None:
-            if token == num_id and operand_follows(text):
-                check.operands.append(row)
+            if token == num_id and (operand_follows(text) or equations_in(digit_numbers.generated_text(row))):
+                check.copies_only.append(row)
             continue
         percent = digit_numbers.percent_id
         if expression.percent and percent is None:  # no "%" to write after it: the value itself
@@ -169,7 +171,7 @@ def check_expressions(reader: object, tokens: list[int], active: list[int], num_
 
 
 def not_copies(reader: object, prediction: Prediction, rows: list[int]) -> list[int]:
-    """The `rows` (operands, `ExpressionCheck.operands`) where the number the head would write (``prediction.digits
+    """The `rows` (`ExpressionCheck.copies_only`) where the number the head would write (``prediction.digits
     [B, P]`` and ``sign [B]``) is none of the row's numbers before it (``reader.memory``: ``[B, K, P]`` place digits,
     empty slots left out): the LM writes those in digits instead."""
     if not rows:

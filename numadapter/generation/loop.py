@@ -400,8 +400,8 @@ def choose_step(
     """The tokens of generated step `t` on the `active` rows, from the step's logits and the LM-head input, with
     numadapter's number rules: the chooser's token; with ``fone_digit_answers`` > 0 a [NUM] where the head forms the
     number the LM starts in digits; with ``fone_expression_check`` the value of an expression the text ends in with
-    "=" (`numadapter.generation.expression_check`), and after "number operator" a [NUM] the head writes only as a
-    copy; digit numbers the model completes join the head's context; a
+    "=" (`numadapter.generation.expression_check`), and after "number operator" or an equation of its own a [NUM]
+    the head writes only as a copy; digit numbers the model completes join the head's context; a
     [NUM] whose number the head does not form is chosen again among the digit tokens; the head's number at every
     other [NUM].
 
@@ -446,8 +446,8 @@ def choose_step(
         if answers:
             unchecked = [r for r in rows if r not in check.values]
             unformed = reader.unformed(prediction, unchecked, step.logits) if unchecked else []
-            operands = not_copies(reader, prediction, [r for r in check.operands if r not in unformed])
-            left = sorted(unformed + check.in_digits + operands)
+            others = not_copies(reader, prediction, [r for r in check.copies_only if r not in unformed])
+            left = sorted(unformed + check.in_digits + others)
         else:  # (xVal's head over the numbers before it: none to weigh)
             left = reader.without_context(rows)
         if left:

@@ -333,13 +333,19 @@ def _head_number(value: int) -> Prediction:
 
 def test_an_operand_is_a_copy_of_a_number_before_it_or_the_lms_digits():
     """After "48 + # *" (# the head's 24) a [NUM] is an operand: the head may write 48 or 24 there (copies), not 72
-    (their sum) nor 7 (no number before it); a digit the LM starts, or a [NUM] after no operator, is no operand."""
+    (their sum) nor 7 (no number before it); a digit the LM starts, or a [NUM] after no operator, is no operand; after
+    an equation the model wrote, every [NUM] not after "expression =" is a copy or the LM's."""
     reader = _reader("Q: 48 pens.", "so 48 + # * ", products=False)
     check = check_expressions(reader, [NUM], [0], NUM)
-    assert check.operands == [0] and not check.values and not check.in_digits
+    assert check.copies_only == [0] and not check.values and not check.in_digits
     assert [not_copies(reader, _head_number(value), [0]) for value in (48, 24, 72, 7)] == [[], [], [0], [0]]
-    assert not check_expressions(reader, [ord("5")], [0], NUM).operands
-    assert not check_expressions(_reader("Q: 48 pens.", "so 48 pens and ", products=False), [NUM], [0], NUM).operands
+    assert not check_expressions(reader, [ord("5")], [0], NUM).copies_only
+    prose = _reader("Q: 48 pens.", "so 48 pens and ", products=False)
+    assert not check_expressions(prose, [NUM], [0], NUM).copies_only
+    # after an equation of its own (not one of the prompt's), any [NUM] but a result
+    after = _reader("Q: 48 pens.", "so 48 + 2 = 50. She has ", products=False)
+    assert check_expressions(after, [NUM], [0], NUM).copies_only == [0]
+    assert not check_expressions(_reader("Q: 48 + 2 = 50.", "She has ", products=False), [NUM], [0], NUM).copies_only
 
 
 @pytest.mark.parametrize(("choose", "head_writes"), [(copy_latest_number, True), (sum_latest_two, False)])
