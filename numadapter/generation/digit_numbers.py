@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from numadapter.numbers import find_numbers
-from numadapter.tokenization.expressions import CURRENCY
+from numadapter.tokenization.expressions import CURRENCY, equations_in
 
 # characters that may continue a number just written ("1," -> "1,000", "2." -> "2.5", "3e" -> "3e5", "4-" -> a date)
 _MAY_CONTINUE = frozenset(",._'eE+-")
@@ -81,6 +81,7 @@ class DigitNumbers:
         self.closed: set[int] = set()  # rows that wrote the last of those tokens at the latest step
         self.prompt_texts: dict[int, str] = {}  # row -> the end of its prompt's text (decoded once, when first read)
         self.head_texts: list[list[str]] = [[] for _ in range(rows)]  # per row, the text of each [NUM] it wrote
+        self.with_equation: set[int] = set()  # rows whose generated text holds an equation (it only grows)
         self.ids: list[list[int]] = [[] for _ in range(rows)]
         self.done: list[int] = [0] * rows  # per row: the text offset up to which numbers were reported
         # per row, the generated-token index of the last token of each number the latest `observe` reported
@@ -115,6 +116,13 @@ class DigitNumbers:
     def generated_text(self, row: int) -> str:
         """`row`'s generated text alone (`text_so_far` without the prompt's end)."""
         return self._text(self.ids[row], self.head_texts[row])
+
+    def wrote_equation(self, row: int) -> bool:
+        """Whether `row`'s generated text holds an ``expression = number`` (`equations_in`); once it does it always
+        will, so the text is read again only until then."""
+        if row not in self.with_equation and equations_in(self.generated_text(row)):
+            self.with_equation.add(row)
+        return row in self.with_equation
 
     def minus_id(self, text: str) -> int | None:
         """The token that writes a minus sign after `text`: ``"-"`` after a space or a currency sign, else ``" -"``

@@ -52,7 +52,7 @@ from numadapter.methods.fone.answer_mode import head_left_out
 from numadapter.methods.fone.context_settings import products_for_head
 from numadapter.methods.fone.modes import get_head_mode
 from numadapter.numbers import ExactNumber
-from numadapter.tokenization.expressions import OpenExpression, equations_in, open_expression, operand_follows
+from numadapter.tokenization.expressions import OpenExpression, open_expression, operand_follows
 
 __all__ = ["ExpressionCheck", "check_expressions", "checks_expressions", "not_copies", "with_values"]
 
@@ -142,7 +142,7 @@ def check_expressions(reader: object, tokens: list[int], active: list[int], num_
         text = digit_numbers.text_so_far(row)
         expression = open_expression(text)
         if expression is None:
-            if token == num_id and (operand_follows(text) or equations_in(digit_numbers.generated_text(row))):
+            if token == num_id and (operand_follows(text) or digit_numbers.wrote_equation(row)):
                 check.copies_only.append(row)
             continue
         percent = digit_numbers.percent_id

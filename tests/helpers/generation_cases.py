@@ -83,24 +83,26 @@ def fed_back(out, marker: int) -> int:
     return sum(ids[:-1].count(marker) for ids in out.token_ids)
 
 
+def _plus_on_latest(model, count: int) -> None:
+    """Sets a FoNE context head's coefficients to +1 on the `count` latest numbers before it and 0 on the others."""
+    head = model.base_model.number_modules["default"].head
+    slots = head.context_numbers
+    with torch.no_grad():
+        head.coefficients.weight.zero_()
+        plus, zero = [-30.0, -30.0, 30.0], [-30.0, 30.0, -30.0]  # each slot's logits of -1, 0, +1
+        head.coefficients.bias.copy_(torch.tensor(plus * count + zero * (slots - count)))
+
+
 def copy_latest_number(model) -> None:
     """Sets a FoNE context head to write the latest number before it (coefficient +1 on it, 0 on the others), so a
     random model's numbers depend on its prompt (a fresh head's tied coefficients leave every number out: it writes
     its read-out alone, the same for every prompt)."""
-    head = model.base_model.number_modules["default"].head
-    count = head.context_numbers
-    with torch.no_grad():
-        head.coefficients.weight.zero_()
-        head.coefficients.bias.copy_(torch.tensor([-30.0, -30.0, 30.0] + [-30.0, 30.0, -30.0] * (count - 1)))
+    _plus_on_latest(model, 1)
 
 
 def sum_latest_two(model) -> None:
     """Sets a FoNE context head to write the sum of the two latest numbers before it (coefficient +1 on both)."""
-    head = model.base_model.number_modules["default"].head
-    count = head.context_numbers
-    with torch.no_grad():
-        head.coefficients.weight.zero_()
-        head.coefficients.bias.copy_(torch.tensor([-30.0, -30.0, 30.0] * 2 + [-30.0, 30.0, -30.0] * (count - 2)))
+    _plus_on_latest(model, 2)
 
 
 def number_writer(store, choose, digits_too: bool, **settings):
