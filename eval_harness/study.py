@@ -219,6 +219,22 @@ ARMS: dict[str, Arm] = {
         "least-squares start the weights need no long walk, and at 10x the optimizer's steps (0.01 in normalised "
         "units, 2 degrees C at a scale of 200) set the error floor",
     ),
+    "xval_digits_half": Arm(
+        "xval",
+        1e-3,
+        {"xval_fit": "absmax", "xval_context_numbers": 4, "xval_digit_answers": 0.5},
+        hypothesis="xval_lr1 with half of the training answers left in digits (xval_digit_answers=0.5, as FoNE's "
+        "fone_digit_answers): with every answer a [NUM] the LM stops a fact after its first digit ('6' for 60), "
+        "with digit answers beside it the LM keeps writing numbers in digits where the head writes none",
+    ),
+    "xval_digits_quarter": Arm(
+        "xval",
+        1e-3,
+        {"xval_fit": "absmax", "xval_context_numbers": 4, "xval_digit_answers": 0.25},
+        hypothesis="xval_digits_half with a quarter of the answers in digits: on the forecast's 20 steps the LM "
+        "learned [NUM] too little beside half digit answers to give it the 10% where a number starts that lets the "
+        "head take it over (its answers were the LM's digits, 4.5% MAPE); a quarter keeps [NUM] the likelier start",
+    ),
     "xval_rows1": Arm(
         "xval",
         1e-3,

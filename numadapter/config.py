@@ -90,6 +90,7 @@ FIELD_ROLES: dict[str, tuple[str, ...]] = {
     "xval_scale": (TOKENIZER, STAMPED),
     "xval_clip": (TOKENIZER,),
     "xval_head_hidden": (STAMPED,),
+    "xval_digit_answers": (TOKENIZER,),
     "num_token_id": (BOUND_ID, STAMPED),
     "agg_token_id": (BOUND_ID, STAMPED),
     "digit_token_ids": (BOUND_ID, STAMPED),
@@ -352,6 +353,11 @@ class NumberAdapterConfig(LoraConfig):
             forecast then is a read of weights, not a magnitude the hidden state stores; where no number comes
             before, generation leaves the number to the LM's digits. 0: the paper's head, which on a pretrained base
             learns no magnitude (docs/results.md).
+        xval_digit_answers (`float`, defaults to 0.0): the share of training examples whose answers (the numbers
+            of a completion, an assistant's turn; every number of plain text) stay the base tokenizer's digit tokens
+            (picked by a hash of the text, so an example always gets the same form). The LM then keeps writing
+            numbers in digits where the head writes none (a fact with no number before it); with every answer a
+            [NUM] it learns to stop after one token.
 
     Losses:
         number_loss_weight (`float`, defaults to 1.0): weight of the number head loss (FoNE digit CE or xVal MSE)
@@ -562,6 +568,10 @@ class NumberAdapterConfig(LoraConfig):
         default=4,
         metadata={"help": "Latest numbers the xVal head combines with weights read from the hidden state (0: off)."},
     )
+    xval_digit_answers: float = field(
+        default=0.0,
+        metadata={"help": "Share of training examples whose answers stay in digits (xVal)."},
+    )
     # -- losses --------------------------------------------------------------------------------------------------
     number_loss_weight: float = field(default=1.0, metadata={"help": "Weight of the number head loss."})
     head_loss_trains_lm: bool = field(
@@ -729,6 +739,9 @@ class NumberAdapterConfig(LoraConfig):
                  "how many of the LM's likeliest digits the first digit of a number the head writes must be among; "
                  "0 checks nothing")  # fmt: skip
         _fraction("fone_digit_answers", self.fone_digit_answers,
+                  "the share of training examples whose answers stay in digits", below_one=True,
+                  example="0.5")  # fmt: skip
+        _fraction("xval_digit_answers", self.xval_digit_answers,
                   "the share of training examples whose answers stay in digits", below_one=True,
                   example="0.5")  # fmt: skip
         _choice("xval_form", self.xval_form, XVAL_FORMS)

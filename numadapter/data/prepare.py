@@ -193,16 +193,18 @@ def _append_eos(rows: dict[str, list], eos_id: int | None, places: int) -> None:
 
 
 def _encode(
-    tokenizer: Any, texts: list[str], add_special_tokens: bool, answer_start: list[int | None] | None = None
-) -> list[dict[str, list]]:
+    tokenizer: Any, texts: list[str], add_special_tokens: bool, answer_start: list[Any] | None = None,
+    digits_in: list[Any] | None = None,
+) -> list[dict[str, list]]:  # fmt: skip
     """Dense rows (ids, ``num_*`` and ``number_group``, one entry per token) of each text.
 
     `answer_start`: per text, the character offset where its answers begin (None: no answer), for
     ``fone_numbers="answers"``, whose number groups come from the tokenizer itself (numbers left in digits span
-    several tokens); other modes ignore it and use `number_groups`.
+    several tokens); other modes ignore it and use `number_groups`. `digits_in`: per text, None or the character
+    ranges whose numbers stay digits in the other modes (`_digit_answers`).
     """
     if not answers_mode(tokenizer.config):
-        enc = tokenizer(texts, add_special_tokens=add_special_tokens)
+        enc = tokenizer(texts, add_special_tokens=add_special_tokens, digits_in=digits_in)
         groups = [number_groups(tokenizer, text, enc["input_ids"][b], enc["number_texts"][b]) for b, text in
                   enumerate(texts)]  # fmt: skip
     else:
@@ -226,13 +228,29 @@ def _answer_starts(prompts: list[str] | None, fulls: list[str]) -> list[int]:
     return [len(os.path.commonprefix([prompt, full])) for prompt, full in zip(prompts, fulls)]
 
 
-def _in_digits_share(starts: list[int], fulls: list[str], config: Any) -> list[int | None]:
-    """`starts` with None (no answer: every number in digits) for the share ``fone_digit_answers`` of the texts,
-    picked by a hash of each text (the same text always gets the same form, whatever the batch or the process)."""
+def _picked(text: str, share: float) -> bool:
+    """Whether `text` is among the share `share` of texts picked by a hash of the text (the same text always gets
+    the same answer, whatever the batch or the process)."""
+    return zlib.crc32(text.encode("utf-8")) / 2**32 < share
+
+
+def _in_digits_share(starts: list[Any], fulls: list[str], config: Any) -> list[Any]:
+    """`starts` with None (no answer: every number in digits) for the share ``fone_digit_answers`` of the texts
+    (`_picked`)."""
     share = float(getattr(config, "fone_digit_answers", 0.0) or 0.0)
     if not share:
         return list(starts)
-    return [None if zlib.crc32(full.encode("utf-8")) / 2**32 < share else start for start, full in zip(starts, fulls)]
+    return [None if _picked(full, share) else start for start, full in zip(starts, fulls)]
+
+
+def _digit_answers(starts: list[Any], fulls: list[str], config: Any) -> list[Any] | None:
+    """Per text, its answers (`starts`' entry: an offset or ranges) for the share of the texts whose answers the
+    encoding leaves in digits (`NumberMethod.digit_answer_share`, xVal's ``xval_digit_answers``; `_picked`), None
+    for the others; None when the share is 0. The tokenizer's ``digits_in``."""
+    share = get_method(config.encoding).digit_answer_share(config)
+    if not share:
+        return None
+    return [start if start is not None and _picked(full, share) else None for start, full in zip(starts, fulls)]
 
 
 def _chat(tokenizer: Any, messages: list, generation_prompt: bool = False) -> str:
@@ -263,18 +281,19 @@ def _assistant_ranges(tokenizer: Any, messages: list, full: str) -> tuple[tuple[
 
 
 def _range_mask(tokenizer: Any, full: str, rows: Mapping[str, list], ranges: Sequence[tuple[int, int]],
-                answers: Any, special: bool) -> list[int]:  # fmt: skip
+                answers: tuple[Any, Any], special: bool) -> list[int]:  # fmt: skip
     """1 on the tokens of `rows` (the encoding of `full`) inside the character `ranges`, 0 elsewhere.
 
-    A range's first and last tokens are found by encoding `full` up to each end (with its `answers` up to there, so
-    the [NUM]s match) and comparing with `rows` (`_prefix_length`): a template's turn boundaries are token
-    boundaries, and the number rows must agree too."""
+    A range's first and last tokens are found by encoding `full` up to each end (with its `answers`, the text's
+    ``(answer_start, digits_in)`` entries, up to there, so the [NUM]s match) and comparing with `rows`
+    (`_prefix_length`): a template's turn boundaries are token boundaries, and the number rows must agree too."""
     mask = [0] * len(rows["input_ids"])
     for first, stop in ranges:
         bounds = []
         for end in (first, stop):
-            clipped = None if answers is None else [(a, min(b, end)) for a, b in answers if a < end]
-            bounds.append(_prefix_length(_encode(tokenizer, [full[:end]], special, [clipped])[0], rows))
+            clipped = [None if r is None else [(a, min(b, end)) for a, b in r if a < end] for r in answers]
+            encoded = _encode(tokenizer, [full[:end]], special, [clipped[0]], [clipped[1]])[0]
+            bounds.append(_prefix_length(encoded, rows))
         mask[bounds[0] : bounds[1]] = [1] * (bounds[1] - bounds[0])
     return mask
 
@@ -323,8 +342,10 @@ def _causal_batch(
         prompts = [_chat(tokenizer, batch["prompt"][i], generation_prompt=True) for i in range(n)]
         fulls = [_chat(tokenizer, batch["prompt"][i] + batch["completion"][i]) for i in range(n)]
         special = False
-    starts = _in_digits_share(ranges or _answer_starts(prompts, fulls), fulls, tokenizer.config)
-    full_rows = _encode(tokenizer, fulls, special, starts)
+    answer_ranges = ranges or _answer_starts(prompts, fulls)
+    starts = _in_digits_share(answer_ranges, fulls, tokenizer.config)
+    digits = _digit_answers(answer_ranges, fulls, tokenizer.config)
+    full_rows = _encode(tokenizer, fulls, special, starts, digits)
     prompt_rows = _encode(tokenizer, prompts, special) if prompts is not None else None  # a prompt has no answer
     kinds = answers_mode(tokenizer.config)
     out: dict[str, list] = {key: [] for key in (*TOKEN_COLUMNS, *((KIND_FIELD,) if kinds else ()))}
@@ -336,7 +357,7 @@ def _causal_batch(
         start = _prefix_length(prompt_rows[i], rows) if prompt_rows is not None else 0
         turns = None
         if prompt_rows is None and "completion_mask" in out:  # the assistant turns, before any [AGG] is dropped
-            turns = _range_mask(tokenizer, fulls[i], rows, ranges[i], starts[i], special)
+            turns = _range_mask(tokenizer, fulls[i], rows, ranges[i], (starts[i], digits and digits[i]), special)
             turns = [m for m, token in zip(turns, rows["input_ids"]) if marker is None or token != marker]
         if every_token:  # the prompt's markers go too: the completion then starts that many tokens earlier
             start -= rows["input_ids"][:start].count(marker) if marker is not None else 0
@@ -374,9 +395,10 @@ def _seq2seq_batch(batch: dict[str, list], tokenizer: Any, fmt: str) -> dict[str
             f"A sequence-to-sequence model (T5) needs a source and a target: give `prompt` + `completion` strings or "
             f"`messages`, got the {fmt!r} format."
         )
+    digits = _digit_answers([0] * n, [source + target for source, target in zip(sources, targets)], tokenizer.config)
     out: dict[str, list] = {}
     for prefix, texts in (("", sources), (LABEL_PREFIX, targets)):
-        encoded = _encode(tokenizer, texts, True)
+        encoded = _encode(tokenizer, texts, True, digits_in=digits if prefix else None)
         for rows in encoded if prefix else ():
             drop_markers(rows, 0, tokenizer.agg_token_id)
         encoded = [{"input_ids": rows["input_ids"], **sparse_rows(rows)} for rows in encoded]

@@ -53,7 +53,7 @@ from numadapter.tuner.runtime import NumberRuntime
 from numadapter.tuner.side_buffer import NumberInputs
 
 FIELDS = ("mask", "digits", "sign", "values")
-# fone_digit_answers > 0: the least probability of [NUM] at a digit number's start for the head to take it over
+# digit answers trained: the least probability of [NUM] at a digit number's start for the head to take it over
 TAKEOVER_NUM_PROBABILITY = 0.1
 # the most tokens chosen again after a value written as text until one does not continue it (`_not_continuing`)
 CLOSE_TRIES = 20
@@ -290,21 +290,22 @@ def _head_where_it_forms(
     active: list[int],
     num_id: int,
 ) -> tuple[torch.Tensor, list[int]]:
-    """``fone_digit_answers`` > 0 (the LM was trained to write answers both ways): on the rows whose chosen token
-    starts a number in digits and where the LM gives [NUM] at least `TAKEOVER_NUM_PROBABILITY` (``logits [B, V]``),
-    [NUM] instead where the head forms that number (``(chosen [B], tokens)``).
+    """``fone_digit_answers`` or ``xval_digit_answers`` > 0 (the LM was trained to write answers both ways): on the
+    rows whose chosen token starts a number in digits and where the LM gives [NUM] at least
+    `TAKEOVER_NUM_PROBABILITY` (``logits [B, V]``), [NUM] instead where the head forms that number (xVal's: where a
+    number comes before it) (``(chosen [B], tokens)``).
 
     Training writes half of the answers the head forms as [NUM] and every other answer in digits, so the LM's
     probability of [NUM] says whether this is a number the head was trained to write; an untrained head (a task
     whose answers it never forms) still combines some numbers, and must not take over the LM's digits there."""
-    starts = [r for r in active if tokens[r] != num_id and reader.digit_numbers.starts_number(r, tokens[r])]
+    starts = [r for r in active if tokens[r] != num_id and reader.starts_number(r, tokens[r])]
     if starts:
         num_probability = torch.softmax(logits[starts].float(), -1)[:, num_id].tolist()
         starts = [r for r, p in zip(starts, num_probability) if p >= TAKEOVER_NUM_PROBABILITY]
     if not starts:
         return chosen, tokens
     trial = reader.predict(hidden, starts)
-    unformed = set(reader.unformed(trial, starts, logits))
+    unformed = set(reader.unformed(trial, starts, logits)) | set(reader.without_context(starts))
     formed = [r for r in starts if r not in unformed]
     if not formed:
         return chosen, tokens
@@ -421,7 +422,7 @@ def choose_step(
     free = [row for row in active if row not in forced]  # the rows whose token the number rules may still change
     if reader is not None:  # the pointer head: the key of the token this step fed
         reader.step_keys(step.hidden, active, first=t == 0)
-    if reader is not None and reader.head_first and step.hidden is not None:  # fone_digit_answers > 0
+    if reader is not None and reader.head_first and step.hidden is not None:  # digit answers were trained
         chosen, tokens = _head_where_it_forms(reader, step.hidden, step.logits, chosen, tokens, free, num_id)
     check = ExpressionCheck()  # fone_expression_check: the number after "expression =" is its value
     if reader is not None and step.hidden is not None and checks_expressions(reader):
@@ -453,8 +454,7 @@ def choose_step(
         if left:
             digit_ids = getattr(reader.config, "digit_token_ids", None)
             chosen, tokens = _in_digits(step.logits, chooser, t, chosen, left, num_id, digit_ids)
-            if answers:
-                reader.digit_numbers.replace_last(left, tokens)
+            reader.replace_last(left, tokens)
             rows = [r for r in rows if r not in left]
             prediction = reader.predict(step.hidden, rows) if rows else None
     if prediction is not None:

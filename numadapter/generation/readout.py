@@ -47,7 +47,8 @@ class NumberReader:
         self.context_size = self.method.context_size(config)
         self.memory: ContextMemory | None = None
         self.digit_numbers: DigitNumbers | None = None
-        self.head_first = False  # fone_digit_answers > 0: a number the head forms is written as [NUM]
+        self.head_first = False  # digit answers trained: a number the head forms is written as [NUM]
+        self.recent: list[tuple[int, int]] = []  # per row, its two latest generated tokens (the latest first)
         self.pointer = getattr(head, "pointer", None) is not None  # fone_context_pointer: numbers carry keys
         self.token_keys: list[list[torch.Tensor]] = []  # pointer: per row, the key at each generated token
         self.pending: list[int] = []  # pointer: rows whose latest number is a [NUM] fed this step, key unknown
@@ -68,6 +69,9 @@ class NumberReader:
         input at every prompt position, where each prompt number's key is read."""
         self.digit_numbers = digit_numbers
         self.head_first = digit_numbers is not None and float(getattr(self.config, "fone_digit_answers", 0.0)) > 0
+        if self.context_size and self.method.digit_answer_share(self.config) > 0:  # xVal's ``xval_digit_answers``
+            self.head_first = True
+        self.recent = [(-1, -1)] * numbers["num_mask"].shape[0] if self.head_first and numbers else []
         if self.context_size:
             mask, digits = numbers["num_mask"], numbers["num_digits"]
             keys = None
@@ -104,10 +108,29 @@ class NumberReader:
             for row in rows:
                 self.token_keys[row].append(keys[row])
 
+    def starts_number(self, row: int, token: int) -> bool:
+        """Whether `token` would start a new number in digits on `row`: `DigitNumbers.starts_number` where the
+        reader follows the text; else (xVal) whether it is one of the digit tokens ``digit_token_ids`` and neither of
+        the row's two latest tokens is one (``12.5``'s ``5`` continues a number)."""
+        if self.digit_numbers is not None:
+            return self.digit_numbers.starts_number(row, token)
+        digits = self.config.digit_token_ids or ()
+        return token in digits and not any(previous in digits for previous in self.recent[row])
+
+    def replace_last(self, rows: list[int], tokens: list[int]) -> None:
+        """The loop chose the latest token of `rows` again (a [NUM] written in digits): follow its entry in
+        `tokens`."""
+        if self.digit_numbers is not None:
+            self.digit_numbers.replace_last(rows, tokens)
+        for row in rows if self.recent else ():
+            self.recent[row] = (tokens[row], self.recent[row][1])
+
     def observe(self, tokens: list[int], rows: list[int]) -> None:
         """Records the numbers that the step's chosen `tokens` complete in digits on `rows` as their latest context
         numbers (before the head reads this step: training marks a number at its last token). A no-op unless
-        `begin` got `digit_numbers`."""
+        `begin` got `digit_numbers`, but for the two latest tokens of each row (`starts_number`)."""
+        for row in rows if self.recent else ():
+            self.recent[row] = (tokens[row], self.recent[row][0])
         if self.digit_numbers is None or self.memory is None:
             return
         completed = self.digit_numbers.observe(tokens, rows)

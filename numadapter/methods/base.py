@@ -325,6 +325,13 @@ class NumberMethod(ABC):
         del config
         return True
 
+    def digit_answer_share(self, config: NumberSettings) -> float:
+        """The share of training examples whose answers stay the base tokenizer's digit tokens though the encoding
+        would write them as markers (0, default: none). With every answer a marker the LM forgets how to write a
+        number in digits, and a number the head cannot write (a fact with no number before it) is lost."""
+        del config
+        return 0.0
+
     def coverage_context(self, config: NumberSettings) -> int:
         """K for the trainer's coverage check (`numadapter.training.head_choice.check_head_coverage`): how many of
         the latest numbers the head must form each training answer from, for a warning when it forms few; 0

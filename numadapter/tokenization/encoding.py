@@ -77,8 +77,9 @@ class NumberRow(NamedTuple):
 AnswerRanges = tuple[tuple[int, int], ...] | None
 
 
-def check_answer_start(answer_start: Any, texts: Sequence[str]) -> list[AnswerRanges]:
-    """The answer ranges of each text from `NumberTokenizer`'s ``answer_start``.
+def check_answer_start(answer_start: Any, texts: Sequence[str], name: str = "answer_start") -> list[AnswerRanges]:
+    """The answer ranges of each text from `NumberTokenizer`'s ``answer_start`` (or ``digits_in``, named `name` in
+    the errors: the same format).
 
     Args:
         answer_start: None, an int (for every text) or a sequence with one entry per text, each an int (the answers
@@ -99,25 +100,25 @@ def check_answer_start(answer_start: Any, texts: Sequence[str]) -> list[AnswerRa
         starts = list(answer_start)
         if len(starts) != len(texts):
             raise ValueError(
-                f"`answer_start` has {len(starts)} entries for a batch of {len(texts)} texts: give one offset (or "
+                f"`{name}` has {len(starts)} entries for a batch of {len(texts)} texts: give one offset (or "
                 "None) per text, or a list of (start, end) ranges, or one int for every text."
             )
     else:
         raise TypeError(
-            f"`answer_start` must be None, an int or a list of int / None / (start, end) ranges (one per text), got "
+            f"`{name}` must be None, an int or a list of int / None / (start, end) ranges (one per text), got "
             f"{type(answer_start).__name__} ({answer_start!r:.80})."
         )
-    return [_answer_ranges(index, start, text) for index, (start, text) in enumerate(zip(starts, texts))]
+    return [_answer_ranges(index, start, text, name) for index, (start, text) in enumerate(zip(starts, texts))]
 
 
-def _answer_ranges(index: int, start: Any, text: str) -> AnswerRanges:
+def _answer_ranges(index: int, start: Any, text: str, name: str) -> AnswerRanges:
     """One text's `AnswerRanges` from its ``answer_start`` entry (see `check_answer_start`)."""
     if start is None:
         return None
     if _is_int(start):
         if not 0 <= start <= len(text):
             raise ValueError(
-                f"`answer_start` for text {index} is {start}, outside [0, {len(text)}] (the text's length): give the "
+                f"`{name}` for text {index} is {start}, outside [0, {len(text)}] (the text's length): give the "
                 "character offset where its answer begins (len(prompt) for prompt + completion), or None for none."
             )
         ranges = [(start, len(text))]
@@ -129,13 +130,13 @@ def _answer_ranges(index: int, start: Any, text: str) -> AnswerRanges:
         ranges = [tuple(r) for r in start]
     else:
         raise TypeError(
-            f"`answer_start` for text {index} must be an int (a character offset), None or a list of (start, end) "
+            f"`{name}` for text {index} must be an int (a character offset), None or a list of (start, end) "
             f"character ranges, got {type(start).__name__} ({start!r:.80})."
         )
     for first, stop in ranges:
         if not 0 <= first <= stop <= len(text):
             raise ValueError(
-                f"`answer_start` for text {index} holds the range [{first}, {stop}), outside [0, {len(text)}] (the "
+                f"`{name}` for text {index} holds the range [{first}, {stop}), outside [0, {len(text)}] (the "
                 "text's length) or reversed: give (start, end) character ranges within the text, an offset, or None "
                 "for none."
             )
@@ -325,11 +326,12 @@ class NumberEncoding:
             yield span, start, surface, row
 
     def _substitute(
-        self, index: int, text: str, left: list[NumberSpan] | None = None
+        self, index: int, text: str, left: list[NumberSpan] | None = None, digits_in: AnswerRanges = None
     ) -> tuple[str, list[EncodedNumber]]:
         """Puts the marker into `text` for each in-range number; returns the new text and the numbers in order.
 
-        With `left` given, the numbers left as text because they are out of range are appended to it."""
+        With `left` given, the numbers left as text because they are out of range are appended to it. A number that
+        starts in one of the `digits_in` character ranges stays the base tokenizer's tokens, with no row."""
         self._check_text(index, text)
         marker = self._marker
         if marker is None:
@@ -339,6 +341,8 @@ class NumberEncoding:
         numbers: list[EncodedNumber] = []
         pos = 0
         for span, start, surface, row in self._rows_of(index, text, left):
+            if digits_in and any(first <= span.start < stop for first, stop in digits_in):
+                continue
             parts.append(text[pos:start])
             parts.append(marker)
             pos = span.end if replace else start

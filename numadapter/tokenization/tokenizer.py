@@ -265,6 +265,7 @@ class NumberTokenizer(NumberEncoding, NumberDecoding, TransformersOptions):
         verbose: bool = True,
         split_special_tokens: bool = False,
         answer_start: int | Sequence[int | Sequence[tuple[int, int]] | None] | None = None,
+        digits_in: int | Sequence[int | Sequence[tuple[int, int]] | None] | None = None,
         return_number_groups: bool = False,
         **unsupported: Any,
     ) -> BatchEncoding:
@@ -297,6 +298,10 @@ class NumberTokenizer(NumberEncoding, NumberDecoding, TransformersOptions):
                 (``num_mask`` 1); every other in-range number stays the base tokenizer's own tokens and gets its row
                 at the token holding its last character (``num_mask`` 2: context only). Checked in every mode, used
                 only in that one.
+            digits_in: in the other modes (xVal, FoNE over every number), the character ranges whose numbers stay
+                the base tokenizer's own digit tokens, with no row; the same format as `answer_start` (None: every
+                number as the encoding writes it). The trainers use it for ``xval_digit_answers``: the answers of a
+                share of the training examples in digits, so the LM keeps writing numbers in digits.
             return_number_groups: add ``number_group`` (``[B, T]``: k on every token of the k-th number that has a
                 row, 0 elsewhere), read from the token offsets; only with ``fone_numbers="answers"``
                 (`numadapter.data.prepare_dataset` uses it; `numadapter.data.number_groups` serves the other modes).
@@ -325,6 +330,7 @@ class NumberTokenizer(NumberEncoding, NumberDecoding, TransformersOptions):
         if return_tensors not in (None, "pt"):
             raise ValueError(f"`return_tensors` must be None or 'pt', got {return_tensors!r}.")
         starts = check_answer_start(answer_start, texts)
+        in_digits = check_answer_start(digits_in, texts, name="digits_in")
         answers = answers_mode(self.config)
         if return_number_groups and not answers:
             raise ValueError(
@@ -337,7 +343,7 @@ class NumberTokenizer(NumberEncoding, NumberDecoding, TransformersOptions):
             if answers:
                 sub, nums = self._substitute_answers(index, item, starts[index], left)
             else:
-                sub, nums = self._substitute(index, item, left)
+                sub, nums = self._substitute(index, item, left, in_digits[index])
             substituted.append(sub)
             numbers.append(nums)
         if left:

@@ -33,6 +33,9 @@ class XValMethod(NumberMethod):
     def writes_without_context(self, config: NumberSettings) -> bool:
         return not self.context_size(config)  # with its context, the read-out alone writes no number
 
+    def digit_answer_share(self, config: NumberSettings) -> float:
+        return float(getattr(config, "xval_digit_answers", 0.0) or 0.0)
+
     def fits_normalisation(self, config: NumberSettings) -> bool:
         return getattr(config, "xval_fit", None) is not None and (config.xval_center, config.xval_scale) == (0.0, 1.0)
 
